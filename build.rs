@@ -1,0 +1,9 @@
+//! Bakes the venv's libtorch folder into the rpath of every binary, test and bench of this
+//! package, so that they run without LD_LIBRARY_PATH (see .cargo/config.toml).
+fn main() {
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    if let Ok(libtorch) = std::env::var("LIBTORCH") {
+        let lib = std::path::Path::new(&libtorch).join("lib");
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    }
+}

@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""Golden generator: runs format-v1 scenarios through the real, unmodified HF Trainer.
+
+Run it with the python of the profile's venv (./dev golden VERSION does that, creating the venv):
+
+    python conformance/generate.py --hf 5.24.0            # (re)write golden/hf-5.24.0/
+    python conformance/generate.py --hf 5.24.0 --check    # regenerate into a temp dir, diff with golden
+    python conformance/generate.py --hf 5.24.0 --only NAME [NAME ...]
+    python conformance/generate.py --hf 5.24.0 --scenarios DIR --out DIR   # any scenario folder
+
+The runner contract (what a run directory holds, what is compared) is conformance/README.md.
+This file is the HF adapter of that contract; src/ is the Rust one.
+"""
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import traceback
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
+
+# Fields of scenario format v1. Anything else in a scenario file is an error of the file.
+SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally"}
+FINALLY_CALLS = {"save_model", "save_state"}
+# Arguments the generator owns (a scenario may not set them): see conformance/README.md.
+GENERATOR_ARGS = {"output_dir", "report_to", "disable_tqdm", "logging_dir"}
+# Per-version spelling of arguments that were renamed (format v1 uses HF 5.x names).
+RENAMES = {"4.31.0": {"eval_strategy": "evaluation_strategy"}}
+# Keys whose values are wall-clock measurements: never compared.
+VOLATILE_KEY = re.compile(r"(_runtime|_per_second)$")
+
+
+class ScenarioError(Exception):
+    """A broken scenario file: the generator's own error, not an HF outcome."""
+
+
+def load_scenario(path):
+    with open(path) as f:
+        try:
+            sc = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ScenarioError(f"{path}: not valid JSON: {e}")
+    if not isinstance(sc, dict):
+        raise ScenarioError(f"{path}: a scenario is a JSON object")
+    unknown = set(sc) - SCENARIO_FIELDS
+    if unknown:
+        raise ScenarioError(f"{path}: unknown field(s) {sorted(unknown)}; format v1 has {sorted(SCENARIO_FIELDS)}")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if sc.get("name") != stem:
+        raise ScenarioError(f"{path}: field 'name' must equal the file stem {stem!r}")
+    if not isinstance(sc.get("args", {}), dict):
+        raise ScenarioError(f"{path}: field 'args' must be an object")
+    owned = GENERATOR_ARGS & set(sc.get("args", {}))
+    if owned:
+        raise ScenarioError(f"{path}: field 'args' may not set {sorted(owned)}: the runner owns them")
+    for call in sc.get("finally", []):
+        if call not in FINALLY_CALLS:
+            raise ScenarioError(f"{path}: field 'finally' has {call!r}; allowed: {sorted(FINALLY_CALLS)}")
+    return sc
+
+
+def find_scenarios(root):
+    out = []
+    for dirpath, _, files in os.walk(root):
+        for fn in files:
+            if fn.endswith(".json"):
+                out.append(os.path.join(dirpath, fn))
+    scs = [load_scenario(p) for p in sorted(out)]
+    names = [s["name"] for s in scs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ScenarioError(f"duplicate scenario names: {sorted(dup)}")
+    return scs
+
+
+# ---------------------------------------------------------------- the HF side
+
+def hf_world():
+    """Imports torch/transformers and defines the model, data and metrics of the contract."""
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import numpy as np
+    import torch
+    from torch import nn
+    import transformers
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    torch.set_num_threads(1)
+
+    class RegressionConfig(PretrainedConfig):
+        model_type = "regression"
+
+        def __init__(self, a=0.0, b=0.0, **kwargs):
+            super().__init__(**kwargs)
+            self.a = a
+            self.b = b
+
+    class RegressionModel(PreTrainedModel):
+        # HF's own tests/trainer RegressionPreTrainedModel, with the contract's names.
+        config_class = RegressionConfig
+        base_model_prefix = "regression"
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.a = nn.Parameter(torch.tensor(config.a).float())
+            self.b = nn.Parameter(torch.tensor(config.b).float())
+
+        def forward(self, input_x, labels=None, **kwargs):
+            y = input_x * self.a + self.b
+            if labels is None:
+                return (y,)
+            loss = nn.functional.mse_loss(y, labels)
+            return (loss, y)
+
+    class RegressionSet(torch.utils.data.Dataset):
+        def __init__(self, n, offset):
+            i = [k + offset for k in range(n)]
+            xs = [math.sin(v + 1) for v in i]
+            ys = [2 * x + 3 + 0.1 * math.cos(3 * v) for x, v in zip(xs, i)]
+            self.x = torch.tensor(xs, dtype=torch.float64).float()
+            self.y = torch.tensor(ys, dtype=torch.float64).float()
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, k):
+            return {"input_x": self.x[k], "labels": self.y[k]}
+
+    return dict(np=np, torch=torch, transformers=transformers, RegressionConfig=RegressionConfig,
+                RegressionModel=RegressionModel, RegressionSet=RegressionSet)
+
+
+class ScriptedMetrics:
+    """compute_metrics that replays the scenario's list, one entry per call of each eval set.
+
+    A dict eval set is recognised by its labels (each set has its own offset), so each set's
+    call takes its own part of the entry, whatever order HF evaluates them in.
+    """
+
+    def __init__(self, entries, sets):
+        self.entries = entries
+        self.sets = sets  # list of (name or None, first label value)
+        self.calls = {}
+
+    def __call__(self, pred):
+        first = float(pred.label_ids.reshape(-1)[0])
+        name = None
+        for n, lab in self.sets:
+            if lab == first:
+                name = n
+                break
+        k = self.calls.get(name, 0)
+        self.calls[name] = k + 1
+        if k >= len(self.entries):
+            return {}
+        entry = self.entries[k]
+        if name is not None:
+            entry = entry.get(name, {})
+        return dict(entry)
+
+
+def run_scenario(sc, world, hf_version, run_dir):
+    """Runs one scenario with cwd = run_dir (so output_dir is the relative path "output")."""
+    torch = world["torch"]
+    transformers = world["transformers"]
+    from transformers import Trainer, TrainingArguments
+
+    os.makedirs(run_dir, exist_ok=True)
+    cwd = os.getcwd()
+    os.chdir(run_dir)
+    trainer = None
+    error = None
+    try:
+        args = dict(sc.get("args", {}))
+        for old, new in RENAMES.get(hf_version, {}).items():
+            if old in args:
+                args[new] = args.pop(old)
+        args.update(output_dir="output", report_to="none", disable_tqdm=True)
+        if "logging_dir" in TrainingArguments.__dataclass_fields__:
+            # Older versions default it to runs/<time>_<host>, which would make training_args.bin
+            # differ on every run; nothing is written there with report_to="none".
+            args["logging_dir"] = "output/runs"
+        try:
+            targs = TrainingArguments(**args)
+            model_spec = sc.get("model", {})
+            config = world["RegressionConfig"](a=float(model_spec.get("a", 0.0)), b=float(model_spec.get("b", 0.0)))
+            model = world["RegressionModel"](config)
+            data = sc.get("data", {})
+            train_set = world["RegressionSet"](int(data.get("train", 64)), 0)
+            ev = data.get("eval", 16)
+            sets = []
+            if isinstance(ev, dict):
+                eval_set = {}
+                for k, (name, size) in enumerate(ev.items()):
+                    eval_set[name] = world["RegressionSet"](int(size), 10000 * (k + 1))
+                    sets.append((name, float(eval_set[name].y[0])))
+            elif ev:
+                eval_set = world["RegressionSet"](int(ev), 10000)
+                sets.append((None, float(eval_set.y[0])))
+            else:
+                eval_set = None
+            kwargs = dict(model=model, args=targs, train_dataset=train_set, eval_dataset=eval_set)
+            if "metrics" in sc:
+                kwargs["compute_metrics"] = ScriptedMetrics(sc["metrics"], sets)
+            if "early_stopping" in sc:
+                es = sc["early_stopping"]
+                kwargs["callbacks"] = [transformers.EarlyStoppingCallback(
+                    early_stopping_patience=es.get("patience", 1),
+                    early_stopping_threshold=es.get("threshold", 0.0))]
+            trainer = Trainer(**kwargs)
+            # disable_tqdm makes PrinterCallback print every log to stdout; keep ours readable.
+            with contextlib.redirect_stdout(open(os.devnull, "w")):
+                trainer.train()
+                for call in sc.get("finally", []):
+                    getattr(trainer, call)()
+        except Exception as e:  # HF's outcome for this scenario
+            error = {"type": type(e).__name__, "message": str(e)}
+            if os.environ.get("CKPTSPEC_TRACEBACK"):
+                traceback.print_exc()
+        # TrainerState has no to_json_string; this is the serialisation of its own save_to_json.
+        state = (json.loads(json.dumps(dataclasses.asdict(trainer.state), indent=2, sort_keys=True))
+                 if trainer is not None else None)
+        result = {"hf_version": hf_version, "error": error, "final_state": state}
+        with open("result.json", "w") as f:
+            f.write(json.dumps(result, indent=2) + "\n")
+    finally:
+        os.chdir(cwd)
+    return error
+
+
+def environment_text(world):
+    import accelerate
+    import safetensors
+    return (
+        f"python {platform.python_version()}\n"
+        f"torch {world['torch'].__version__}\n"
+        f"transformers {world['transformers'].__version__}\n"
+        f"accelerate {accelerate.__version__}\n"
+        f"numpy {world['np'].__version__}\n"
+        f"safetensors {safetensors.__version__}\n"
+    )
+
+
+# ---------------------------------------------------------------- check mode
+
+def _load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _diff_json(a, b, where, out):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if VOLATILE_KEY.search(k):
+                continue
+            if k not in a:
+                out.append(f"{where}.{k}: only in regenerated")
+            elif k not in b:
+                out.append(f"{where}.{k}: only in golden")
+            else:
+                _diff_json(a[k], b[k], f"{where}.{k}", out)
+        if list(k for k in a if not VOLATILE_KEY.search(k)) != list(k for k in b if not VOLATILE_KEY.search(k)):
+            out.append(f"{where}: key order differs")
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{where}: length {len(a)} in golden, {len(b)} regenerated")
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff_json(x, y, f"{where}[{i}]", out)
+    else:
+        same = a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+        if not same or type(a) is not type(b):
+            out.append(f"{where}: golden {a!r}, regenerated {b!r}")
+
+
+def diff_run_dirs(golden, fresh):
+    """Every difference between two run directories (structure, JSON, then bytes)."""
+    out = []
+
+    def files(root):
+        got = set()
+        for dp, dn, fn in os.walk(root):
+            for d in dn:
+                got.add(os.path.relpath(os.path.join(dp, d), root) + "/")
+            for f in fn:
+                got.add(os.path.relpath(os.path.join(dp, f), root))
+        return got
+
+    fa, fb = files(golden), files(fresh)
+    for p in sorted(fa - fb):
+        out.append(f"{p}: only in golden")
+    for p in sorted(fb - fa):
+        out.append(f"{p}: only in regenerated")
+    for p in sorted(fa & fb):
+        if p.endswith("/"):
+            continue
+        pa, pb = os.path.join(golden, p), os.path.join(fresh, p)
+        if p.endswith(".json"):
+            _diff_json(_load_json(pa), _load_json(pb), p, out)
+        else:
+            with open(pa, "rb") as x, open(pb, "rb") as y:
+                if x.read() != y.read():
+                    out.append(f"{p}: bytes differ")
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hf", required=True, help="profile version; must equal the installed transformers")
+    ap.add_argument("--check", action="store_true", help="regenerate into a temp dir and diff with the golden")
+    ap.add_argument("--only", nargs="*", help="scenario names to run (default all)")
+    ap.add_argument("--scenarios", default=SCENARIOS, help="scenario folder (default conformance/scenarios)")
+    ap.add_argument("--out", help="output folder (default golden/hf-VERSION)")
+    a = ap.parse_args(argv)
+
+    try:
+        scs = find_scenarios(a.scenarios)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.only:
+        missing = set(a.only) - {s["name"] for s in scs}
+        if missing:
+            print(f"error: no scenario named {sorted(missing)}", file=sys.stderr)
+            return 2
+        scs = [s for s in scs if s["name"] in a.only]
+
+    warnings.filterwarnings("ignore")
+    world = hf_world()
+    installed = world["transformers"].__version__
+    if installed != a.hf:
+        print(f"error: --hf {a.hf} but this python has transformers {installed}; use that profile's venv",
+              file=sys.stderr)
+        return 2
+    golden_root = a.out or os.path.join(ROOT, "golden", f"hf-{a.hf}")
+    target = tempfile.mkdtemp(prefix=f"ckptspec-check-{a.hf}-") if a.check else golden_root
+    os.makedirs(target, exist_ok=True)
+
+    for sc in scs:
+        run_dir = os.path.join(target, sc["name"])
+        if os.path.exists(run_dir):
+            shutil.rmtree(run_dir)
+        err = run_scenario(sc, world, a.hf, run_dir)
+        print(f"{sc['name']}: {'ok' if err is None else err['type']}", flush=True)
+    env = environment_text(world)
+    with open(os.path.join(target, "ENVIRONMENT"), "w") as f:
+        f.write(env)
+
+    if not a.check:
+        if not a.only:  # drop golden folders whose scenario is gone
+            keep = {s["name"] for s in scs} | {"ENVIRONMENT"}
+            for entry in os.listdir(golden_root):
+                if entry not in keep:
+                    shutil.rmtree(os.path.join(golden_root, entry))
+        print(f"wrote {len(scs)} run directories to {golden_root}")
+        return 0
+
+    bad = 0
+    env_golden = os.path.join(golden_root, "ENVIRONMENT")
+    if not os.path.exists(env_golden) or open(env_golden).read() != env:
+        print("ENVIRONMENT differs from the golden one:\n" + env)
+        bad += 1
+    for sc in scs:
+        g = os.path.join(golden_root, sc["name"])
+        if not os.path.isdir(g):
+            print(f"{sc['name']}: no golden folder (run without --check to create it)")
+            bad += 1
+            continue
+        diffs = diff_run_dirs(g, os.path.join(target, sc["name"]))
+        if diffs:
+            bad += 1
+            print(f"{sc['name']}: {len(diffs)} difference(s)")
+            for d in diffs:
+                print(f"    {d}")
+    shutil.rmtree(target)
+    print(f"check hf-{a.hf}: {len(scs) - bad} clean, {bad} differing" if bad else
+          f"check hf-{a.hf}: all {len(scs)} scenarios clean")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

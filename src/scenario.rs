@@ -1,0 +1,1 @@
+//! Scenario format v1 (conformance/README.md).
