@@ -1,3 +1,69 @@
-fn main() {
-    println!("ckptspec");
+//! The `ckptspec` command line. See README.md.
+use ckptspec::{conformance, profile::Profile, runner};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR]
+      run every scenario through the Rust trainer for every HF profile and diff with golden/
+  ckptspec run PATH --hf VERSION --out DIR
+      run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match real_main(&args) {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main(args: &[String]) -> Result<ExitCode, String> {
+    let Some(cmd) = args.first() else {
+        return Err(format!("no command given\n{USAGE}"));
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "conformance" => {
+            let mut opts = conformance::Options::default();
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                let mut val = |flag: &str| it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
+                match a.as_str() {
+                    "--hf" => opts.versions.push(val("--hf")?),
+                    "--only" => opts.only.push(val("--only")?),
+                    "--scenarios" => opts.scenarios = PathBuf::from(val("--scenarios")?),
+                    "--golden" => opts.golden = PathBuf::from(val("--golden")?),
+                    other => return Err(format!("unknown option {other}\n{USAGE}")),
+                }
+            }
+            let summary = conformance::run(&opts).map_err(|e| e.to_string())?;
+            Ok(if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        "run" => {
+            let (mut path, mut hf, mut out) = (None, None, None);
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "--hf" => hf = it.next().cloned(),
+                    "--out" => out = it.next().map(PathBuf::from),
+                    p if !p.starts_with("--") && path.is_none() => path = Some(PathBuf::from(p)),
+                    other => return Err(format!("unexpected argument {other}\n{USAGE}")),
+                }
+            }
+            let path = path.ok_or(format!("run needs a scenario file or folder\n{USAGE}"))?;
+            let hf = hf.ok_or(format!("run needs --hf VERSION\n{USAGE}"))?;
+            let out = out.ok_or(format!("run needs --out DIR\n{USAGE}"))?;
+            let profile = Profile::get(&hf)?;
+            runner::run_path(&path, &profile, &out).map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    }
 }

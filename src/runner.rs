@@ -1,0 +1,60 @@
+//! The Rust adapter of the runner contract (conformance/README.md): a scenario in, a run
+//! directory out.
+use crate::profile::Profile;
+use crate::scenario::{Scenario, ScenarioError};
+use crate::trainer;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The tool's own failures (never an HF outcome: those are recorded in result.json).
+#[derive(Debug)]
+pub enum RunError {
+    Scenario(ScenarioError),
+    Io { path: PathBuf, source: std::io::Error },
+    /// A part of the trainer that does not exist yet: reported as "not yet implemented".
+    NotImplemented(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Scenario(e) => write!(f, "{e}"),
+            RunError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            RunError::NotImplemented(what) => write!(f, "not yet implemented: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<ScenarioError> for RunError {
+    fn from(e: ScenarioError) -> Self {
+        RunError::Scenario(e)
+    }
+}
+
+/// Runs one scenario into `run_dir` (which is emptied first).
+pub fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RunError::Io { path, source }
+    };
+    if run_dir.exists() {
+        std::fs::remove_dir_all(run_dir).map_err(io(run_dir))?;
+    }
+    std::fs::create_dir_all(run_dir).map_err(io(run_dir))?;
+    trainer::run(sc, profile, run_dir)
+}
+
+/// `ckptspec run PATH`: a file runs into `out`; a folder runs each scenario into `out/<name>`.
+pub fn run_path(path: &Path, profile: &Profile, out: &Path) -> Result<(), RunError> {
+    if path.is_dir() {
+        for (_, sc) in Scenario::load_dir(path)? {
+            run_scenario(&sc, profile, &out.join(&sc.name))?;
+        }
+        Ok(())
+    } else {
+        let sc = Scenario::load(path)?;
+        run_scenario(&sc, profile, out)
+    }
+}
