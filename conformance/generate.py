@@ -253,6 +253,41 @@ def environment_text(world):
     )
 
 
+def training_args_fields(world):
+    """The version's TrainingArguments fields, in declaration order, with their defaults.
+
+    The Rust profile reads this (never a hand-written list) to know which keyword arguments the
+    version accepts and what it defaults them to.
+    """
+    import dataclasses as dc
+    import enum
+    from transformers import TrainingArguments
+
+    def jsonable(v):
+        if isinstance(v, enum.Enum):
+            return v.value
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, (list, tuple)):
+            return [jsonable(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): jsonable(x) for k, x in v.items()}
+        return repr(v)
+
+    out = []
+    for f in dc.fields(TrainingArguments):
+        if not f.init:
+            continue
+        if f.default is not dc.MISSING:
+            default = jsonable(f.default)
+        elif f.default_factory is not dc.MISSING:
+            default = jsonable(f.default_factory())
+        else:
+            default = None
+        out.append({"name": f.name, "default": default})
+    return json.dumps({"fields": out}, indent=1) + "\n"
+
+
 # ---------------------------------------------------------------- check mode
 
 def _load_json(path):
@@ -358,10 +393,13 @@ def main(argv=None):
     env = environment_text(world)
     with open(os.path.join(target, "ENVIRONMENT"), "w") as f:
         f.write(env)
+    fields = training_args_fields(world)
+    with open(os.path.join(target, "TRAINING_ARGS.json"), "w") as f:
+        f.write(fields)
 
     if not a.check:
         if not a.only:  # drop golden folders whose scenario is gone
-            keep = {s["name"] for s in scs} | {"ENVIRONMENT"}
+            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json"}
             for entry in os.listdir(golden_root):
                 if entry not in keep:
                     shutil.rmtree(os.path.join(golden_root, entry))
@@ -372,6 +410,10 @@ def main(argv=None):
     env_golden = os.path.join(golden_root, "ENVIRONMENT")
     if not os.path.exists(env_golden) or open(env_golden).read() != env:
         print("ENVIRONMENT differs from the golden one:\n" + env)
+        bad += 1
+    fields_golden = os.path.join(golden_root, "TRAINING_ARGS.json")
+    if not os.path.exists(fields_golden) or open(fields_golden).read() != fields:
+        print("TRAINING_ARGS.json differs from the golden one")
         bad += 1
     for sc in scs:
         g = os.path.join(golden_root, sc["name"])
