@@ -325,11 +325,15 @@ def diff_run_dirs(golden, fresh):
 
     def files(root):
         got = set()
+        # Folders count through their files: git cannot hold an empty folder.
         for dp, dn, fn in os.walk(root):
-            for d in dn:
-                got.add(os.path.relpath(os.path.join(dp, d), root) + "/")
             for f in fn:
-                got.add(os.path.relpath(os.path.join(dp, f), root))
+                rel = os.path.relpath(os.path.join(dp, f), root)
+                got.add(rel)
+                parent = os.path.dirname(rel)
+                while parent:
+                    got.add(parent + "/")
+                    parent = os.path.dirname(parent)
         return got
 
     fa, fb = files(golden), files(fresh)

@@ -62,16 +62,23 @@ impl fmt::Display for DiffError {
 
 impl std::error::Error for DiffError {}
 
-/// Every path below `root`, relative, folders with a trailing '/'.
+/// Every file below `root`, relative, and every folder holding one (trailing '/').
 fn tree(root: &Path) -> Result<BTreeSet<String>, DiffError> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) -> std::io::Result<()> {
         for e in std::fs::read_dir(dir)? {
             let p = e?.path();
             let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
             if p.is_dir() {
-                out.insert(format!("{rel}/"));
                 walk(root, &p, out)?;
             } else {
+                // A folder counts through the files in it: git cannot hold an empty folder, so
+                // a fresh clone of golden/ has none (HF leaves an empty output/ when it only
+                // evaluated).
+                let mut anc = Path::new(&rel).parent();
+                while let Some(a) = anc.filter(|a| !a.as_os_str().is_empty()) {
+                    out.insert(format!("{}/", a.display()));
+                    anc = a.parent();
+                }
                 out.insert(rel);
             }
         }

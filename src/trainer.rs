@@ -1,9 +1,906 @@
-//! The executor: the only place that runs training and touches disk.
-use crate::profile::Profile;
-use crate::runner::RunError;
-use crate::scenario::Scenario;
-use std::path::Path;
+//! The executor: the only place that runs training and touches disk. It follows HF's
+//! `_inner_training_loop` step by step, asks the pure policies (schedule, best, rotation,
+//! plateau) what to do, and applies their answers. Every version difference comes from the
+//! [`Profile`].
 
-pub fn run(_sc: &Scenario, _profile: &Profile, _run_dir: &Path) -> Result<(), RunError> {
-    Err(RunError::NotImplemented("the Rust trainer".into()))
+use crate::args::{self, Args, Interval};
+use crate::best::{self, Lookup};
+use crate::hf_error::HfError;
+use crate::lr::{Schedule, ScheduleKind};
+use crate::optim::{self, AdamW, AdamWKind, Param};
+use crate::plateau::Plateau;
+use crate::profile::{BestTiming, LoggedLr, Profile};
+use crate::pyjson::{DumpOptions, PyJson};
+use crate::rotation;
+use crate::runner::RunError;
+use crate::sampler::{SamplerKind, TrainRngTracker};
+use crate::scenario::{FinallyCall, Scenario};
+use crate::schedule::{self, Control, Intervals};
+use crate::state::{self, LogEntry, TrainerState};
+use crate::store;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::{Kind, Reduction, Tensor};
+
+/// A data set of the contract: `x = sin(i + o + 1)`, `y = 2x + 3 + 0.1 cos(3 (i + o))`, computed
+/// in f64 and stored as f32.
+#[derive(Debug, Clone)]
+pub struct DataSet {
+    pub name: Option<String>,
+    pub x: Vec<f32>,
+    pub y: Vec<f32>,
 }
+
+impl DataSet {
+    pub fn new(name: Option<String>, n: usize, offset: usize) -> DataSet {
+        let (mut x, mut y) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for k in 0..n {
+            let i = (k + offset) as f64;
+            let xv = (i + 1.0).sin();
+            x.push(xv as f32);
+            y.push((2.0 * xv + 3.0 + 0.1 * (3.0 * i).cos()) as f32);
+        }
+        DataSet { name, x, y }
+    }
+    fn batch(&self, rows: &[usize]) -> (Tensor, Tensor) {
+        let xs: Vec<f32> = rows.iter().map(|&r| self.x[r]).collect();
+        let ys: Vec<f32> = rows.iter().map(|&r| self.y[r]).collect();
+        (Tensor::from_slice(&xs), Tensor::from_slice(&ys))
+    }
+}
+
+/// The regression model: two float32 scalars.
+pub struct Model {
+    pub a: Tensor,
+    pub b: Tensor,
+}
+
+impl Model {
+    fn new(a: f64, b: f64) -> Model {
+        Model {
+            a: Tensor::from(a as f32).set_requires_grad(true),
+            b: Tensor::from(b as f32).set_requires_grad(true),
+        }
+    }
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Tensor {
+        let pred = x * &self.a + &self.b;
+        pred.mse_loss(y, Reduction::Mean)
+    }
+    pub fn values(&self) -> (f32, f32) {
+        (f32::try_from(&self.a).unwrap(), f32::try_from(&self.b).unwrap())
+    }
+    fn params(&self) -> Vec<Param> {
+        vec![Param::from_tensor(&self.a), Param::from_tensor(&self.b)]
+    }
+    fn write_back(&mut self, ps: &[Param]) {
+        ps[0].write_to(&mut self.a);
+        ps[1].write_to(&mut self.b);
+    }
+    fn zero_grad(&mut self) {
+        for t in [&mut self.a, &mut self.b] {
+            let mut g = t.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+        }
+    }
+    fn set_grads(&mut self, ps: &[Param]) {
+        for (t, p) in [&mut self.a, &mut self.b].into_iter().zip(ps) {
+            if let Some(g) = &p.grad {
+                let mut tg = t.grad();
+                tch::no_grad(|| {
+                    let _ = tg.copy_(&Tensor::from(g[0]));
+                });
+            }
+        }
+    }
+}
+
+/// The learning-rate scheduler HF built.
+enum Scheduler {
+    Lambda(Schedule),
+    Plateau(Plateau),
+}
+
+/// The optimizer HF built.
+enum Optim {
+    AdamW(AdamW),
+}
+
+struct Trainer<'a> {
+    profile: &'a Profile,
+    sc: &'a Scenario,
+    args: Args,
+    run_dir: PathBuf,
+    model: Model,
+    train: DataSet,
+    evals: Vec<DataSet>,
+    opt: Optim,
+    sched: Scheduler,
+    sched_steps: i64,
+    state: TrainerState,
+    control: Control,
+    rng: TrainRngTracker,
+    iv: Intervals,
+    tr_loss: f32,
+    total_loss_scalar: f64,
+    last_logged: u64,
+    metric_calls: Vec<usize>,
+    early_counter: i64,
+    early_counter_saved: i64,
+    current_lr: f64,
+}
+
+/// Runs a scenario; HF's outcome (including its errors) goes to result.json.
+pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
+    let mut state_out: Option<PyJson> = None;
+    let outcome = run_inner(sc, profile, run_dir, &mut state_out);
+    let error = match outcome {
+        Ok(()) => PyJson::Null,
+        Err(HfError::NotModelled(what)) => return Err(RunError::NotImplemented(what)),
+        Err(HfError::Raised { type_, message }) => PyJson::Dict(vec![
+            ("type".into(), PyJson::Str(type_)),
+            ("message".into(), PyJson::Str(message)),
+        ]),
+    };
+    let result = PyJson::Dict(vec![
+        ("hf_version".into(), PyJson::Str(profile.version.into())),
+        ("error".into(), error),
+        ("final_state".into(), state_out.unwrap_or(PyJson::Null)),
+    ]);
+    let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() })
+        .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
+    let path = run_dir.join("result.json");
+    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })
+}
+
+fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut Option<PyJson>) -> Result<(), HfError> {
+    let args = args::resolve(&sc.args, profile)?;
+    for (k, v) in &sc.args {
+        let known = [
+            "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
+            "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
+            "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
+            "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
+            "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
+            "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last",
+        ];
+        if !known.contains(&k.as_str()) && !(k == "optim" && v == "adamw_torch") {
+            return Err(HfError::not_modelled(format!("argument {k}={v}")));
+        }
+    }
+    let mut t = Trainer::new(sc, profile, args, run_dir)?;
+    let res = t.train();
+    let res = res.and_then(|()| {
+        for call in &sc.finally_calls {
+            match call {
+                FinallyCall::SaveModel => t.save_model()?,
+                FinallyCall::SaveState => t.save_state()?,
+            }
+        }
+        Ok(())
+    });
+    *state_out = Some(t.state.to_json(profile));
+    res
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> HfError {
+    HfError::not_modelled(format!("I/O on {}: {e}", path.display()))
+}
+
+impl<'a> Trainer<'a> {
+    /// `Trainer.__init__`: model, data, the version's init-time checks.
+    fn new(sc: &'a Scenario, profile: &'a Profile, args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
+        tch::set_num_threads(1);
+        let evals: Vec<DataSet> =
+            sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
+        if profile.init_checks {
+            if args.eval_strategy != Interval::No && evals.is_empty() {
+                return Err(HfError::value(format!(
+                    "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
+                    args.eval_strategy.value().to_uppercase()
+                )));
+            }
+            if (args.save_strategy == Interval::Best || args.load_best_model_at_end) && args.metric_for_best_model.is_none() {
+                return Err(HfError::value(
+                    "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
+                ));
+            }
+        }
+        let seed = args.seed as u64;
+        let kind = if profile.version.starts_with('4') { SamplerKind::GlobalDrawnSeed } else { SamplerKind::SeedableEpochSeed };
+        let rng = TrainRngTracker::new(kind, seed, args.data_seed.map(|s| s as u64));
+        let lr = args.learning_rate;
+        let opt = Optim::AdamW(AdamW::hf(
+            optim_kind(profile, &args)?,
+            profile.torch_layout,
+            lr,
+            (args.adam_beta1, args.adam_beta2),
+            args.adam_epsilon,
+            args.weight_decay,
+            &optim::hf_decay_mask(&["a", "b"], profile.version.starts_with('5')),
+        ));
+        Ok(Trainer {
+            profile,
+            sc,
+            run_dir: run_dir.to_path_buf(),
+            model: Model::new(sc.model.a, sc.model.b),
+            train: DataSet::new(None, sc.data.train, 0),
+            evals,
+            opt,
+            sched: Scheduler::Lambda(Schedule { kind: ScheduleKind::Constant, warmup: 0.0, num_training_steps: 0 }),
+            sched_steps: 0,
+            state: TrainerState::new(profile),
+            control: Control::default(),
+            rng,
+            iv: Intervals::resolve(&args, 0),
+            tr_loss: 0.0,
+            total_loss_scalar: 0.0,
+            last_logged: 0,
+            metric_calls: vec![],
+            early_counter: 0,
+            early_counter_saved: 0,
+            current_lr: lr,
+            args,
+        })
+    }
+
+    fn output_rel(&self) -> &'static str {
+        "output"
+    }
+
+    fn output_abs(&self) -> PathBuf {
+        self.run_dir.join(self.output_rel())
+    }
+
+    /// `train()` → `_inner_training_loop`.
+    fn train(&mut self) -> Result<(), HfError> {
+        let p = self.profile;
+        let a = &self.args;
+        let bs = a.per_device_train_batch_size;
+        let n = self.train.x.len();
+        let len_dl = if a.dataloader_drop_last { n / bs } else { n.div_ceil(bs) };
+        let ga = a.gradient_accumulation_steps;
+        let nupe = if p.ceil_update_steps {
+            (len_dl / ga + usize::from(len_dl % ga > 0)).max(1)
+        } else {
+            (len_dl / ga).max(1)
+        };
+        let (max_steps, num_train_epochs) = if a.max_steps > 0 {
+            let ms = a.max_steps;
+            (ms, ms / nupe as i64 + i64::from(ms % nupe as i64 > 0))
+        } else {
+            ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
+        };
+        self.iv = Intervals::resolve(a, max_steps);
+        self.state.max_steps = max_steps;
+        self.state.num_train_epochs = num_train_epochs;
+        self.state.intervals = Some(self.iv);
+        self.state.train_batch_size = Some(bs);
+        self.state.epoch = Some(args::Num::Int(0));
+        if p.state_has_stateful_callbacks {
+            self.refresh_stateful_callbacks();
+        }
+        self.create_scheduler(max_steps)?;
+        if let Some(es) = &self.sc.early_stopping {
+            self.early_stopping_checks(es.patience)?;
+        }
+        let start = Instant::now();
+        if self.args.eval_on_start {
+            self.evaluate_round(true)?;
+        }
+        let steps_in_epoch = len_dl;
+        let mut total_batched = 0usize;
+        let mut grad_norm: Option<f32> = None;
+        let mut learning_rate: Option<f64> = None;
+        for epoch in 0..num_train_epochs as usize {
+            let order = self.rng.begin_train_epoch(n);
+            let batches: Vec<Vec<usize>> = order
+                .chunks(bs)
+                .filter(|c| !(self.args.dataloader_drop_last && c.len() < bs))
+                .map(|c| c.to_vec())
+                .collect();
+            let mut step: i64 = -1;
+            if p.ceil_update_steps {
+                // 5.x: one optimizer step per chunk of `ga` prefetched batches.
+                let remainder = if steps_in_epoch % ga == 0 { ga } else { steps_in_epoch % ga };
+                let mut it = batches.iter();
+                'outer: for update_step in 0..nupe {
+                    let num = if update_step != nupe - 1 { ga } else { remainder };
+                    let chunk: Vec<&Vec<usize>> = it.by_ref().take(num).collect();
+                    for rows in chunk.iter() {
+                        step += 1;
+                        let sync = (step + 1) % ga as i64 == 0 || step + 1 == steps_in_epoch as i64;
+                        // The model accepts **kwargs, so HF passes num_items_in_batch and does
+                        // not divide the loss by the accumulation steps.
+                        self.micro_step(rows, 1.0);
+                        if sync {
+                            let (g, lr) = self.optimizer_step()?;
+                            grad_norm = g;
+                            learning_rate = lr;
+                            self.after_step(epoch, step, steps_in_epoch)?;
+                            self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+                        }
+                        if self.control.should_epoch_stop || self.control.should_training_stop {
+                            break 'outer;
+                        }
+                    }
+                }
+            } else {
+                // 4.31: a global batch counter decides when to step; leftover gradients carry over.
+                for rows in batches.iter() {
+                    step += 1;
+                    total_batched += 1;
+                    self.micro_step(rows, 1.0 / ga as f64);
+                    let last_small = steps_in_epoch <= ga && step + 1 == steps_in_epoch as i64;
+                    if total_batched % ga == 0 || last_small {
+                        let (g, lr) = self.optimizer_step()?;
+                        grad_norm = g;
+                        learning_rate = lr;
+                        self.after_step(epoch, step, steps_in_epoch)?;
+                        self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+                    }
+                    if self.control.should_epoch_stop || self.control.should_training_stop {
+                        break;
+                    }
+                }
+            }
+            if step < 0 {
+                self.control.should_training_stop = true;
+            }
+            schedule::on_epoch_end(&self.args, self.state.epoch.map(|e| e.f()).unwrap_or(0.0), &mut self.control);
+            self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+            if self.control.should_training_stop {
+                break;
+            }
+        }
+        self.finalize(start)
+    }
+
+    /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
+    fn micro_step(&mut self, rows: &[usize], scale: f64) {
+        let (x, y) = self.train.batch(rows);
+        let loss = self.model.loss(&x, &y);
+        let loss = if scale != 1.0 { loss / scale.recip() } else { loss };
+        loss.backward();
+        let l = f32::try_from(&loss.detach()).unwrap();
+        if !l.is_finite() {
+            // logging_nan_inf_filter: add the average of the losses logged so far.
+            let denom = (1 + self.state.global_step - self.last_logged) as f32;
+            self.tr_loss += self.tr_loss / denom;
+        } else {
+            self.tr_loss += l;
+        }
+    }
+
+    /// Clip, optimizer step, scheduler step. Returns (grad_norm, lr used by the step).
+    fn optimizer_step(&mut self) -> Result<(Option<f32>, Option<f64>), HfError> {
+        let mut ps = self.model.params();
+        let norm = if self.args.max_grad_norm > 0.0 {
+            Some(optim::clip_grad_norm(&mut ps, self.args.max_grad_norm))
+        } else {
+            Some(optim::clip_grad_norm(&mut ps, f64::INFINITY))
+        };
+        match &mut self.opt {
+            Optim::AdamW(o) => o.step(&mut ps),
+        }
+        self.model.write_back(&ps);
+        let used_lr = self.current_lr;
+        if let Scheduler::Lambda(s) = &self.sched {
+            self.sched_steps += 1;
+            self.current_lr = s.lr_after_steps(self.args.learning_rate, self.sched_steps);
+            match &mut self.opt {
+                Optim::AdamW(o) => o.set_lr(self.current_lr),
+            }
+        }
+        self.model.zero_grad();
+        let _ = &mut ps;
+        Ok((norm.filter(|_| self.profile.logs_grad_norm), Some(used_lr)))
+    }
+
+    fn after_step(&mut self, epoch: usize, step: i64, steps_in_epoch: usize) -> Result<(), HfError> {
+        self.state.global_step += 1;
+        self.state.epoch = Some(args::Num::Float(epoch as f64 + (step + 1) as f64 / steps_in_epoch as f64));
+        schedule::on_step_end(&self.args, &self.iv, self.profile, self.state.global_step, self.state.max_steps, &mut self.control);
+        Ok(())
+    }
+
+    /// The epoch a log shows: `round(epoch, 2)` in older versions (an int stays an int).
+    fn log_epoch(&self, e: args::Num) -> PyJson {
+        match e {
+            args::Num::Float(x) if self.profile.round_epoch => PyJson::Float(py_round(x, 2)),
+            other => other.to_json(),
+        }
+    }
+
+    fn log(&mut self, mut logs: LogEntry) {
+        if let Some(e) = self.state.epoch {
+            logs.push(("epoch".into(), self.log_epoch(e)));
+        }
+        logs.push(("step".into(), PyJson::Int(self.state.global_step as i128)));
+        self.state.log_history.push(logs);
+    }
+
+    /// `_maybe_log_save_evaluate`: log, then evaluate, then save.
+    fn maybe_log_save_evaluate(&mut self, grad_norm: Option<f32>, learning_rate: Option<f64>) -> Result<(), HfError> {
+        let p = self.profile;
+        let should_log = self.control.should_log
+            && (self.profile.round_loss || self.state.global_step > self.last_logged);
+        if should_log {
+            let steps = (self.state.global_step - self.last_logged) as f64;
+            let tr = self.tr_loss as f64;
+            self.tr_loss = 0.0;
+            let loss = tr / steps;
+            let mut logs: LogEntry = vec![("loss".into(), PyJson::Float(if p.round_loss { py_round(loss, 4) } else { loss }))];
+            if let Some(g) = grad_norm {
+                logs.push(("grad_norm".into(), PyJson::Float(g as f64)));
+            }
+            let lr = match (p.logged_lr, learning_rate, &self.sched) {
+                (_, _, Scheduler::Plateau(_)) => self.current_lr,
+                (LoggedLr::UsedByStep, Some(lr), _) => lr,
+                _ => self.current_lr,
+            };
+            logs.push(("learning_rate".into(), PyJson::Float(lr)));
+            self.total_loss_scalar += tr;
+            self.last_logged = self.state.global_step;
+            self.log(logs);
+            self.control.should_log = false;
+        }
+        let mut metrics = None;
+        if self.control.should_evaluate {
+            let m = self.evaluate_round(false)?;
+            if p.best_timing == BestTiming::EveryEvalByStep {
+                let is_new = self.determine_best(&m)?;
+                if self.args.save_strategy == Interval::Best {
+                    self.control.should_save = is_new;
+                }
+            }
+            metrics = Some(m);
+            self.control.should_evaluate = false;
+        }
+        if self.control.should_save {
+            self.save_checkpoint(metrics.as_ref())?;
+            self.control.should_save = false;
+        }
+        Ok(())
+    }
+
+    /// 5.x `_determine_best_metric`.
+    fn determine_best(&mut self, metrics: &[(String, PyJson)]) -> Result<bool, HfError> {
+        let Some(key) = self.args.metric_to_check() else { return Ok(false) };
+        let v = best::lookup(metrics, &key, self.profile.missing_metric, Lookup::Best)?;
+        let greater = self.args.greater_is_better.unwrap_or(true);
+        let records = matches!(self.args.save_strategy, Interval::Steps | Interval::Epoch | Interval::Best);
+        Ok(self.state.best.after_eval(&v, greater, self.state.global_step, records))
+    }
+
+    /// One evaluation round (every eval set), with the plateau step and early stopping.
+    /// Returns the merged metrics.
+    fn evaluate_round(&mut self, on_start: bool) -> Result<Vec<(String, PyJson)>, HfError> {
+        if self.evals.is_empty() {
+            return Err(HfError::value("Trainer: evaluation requires an eval_dataset."));
+        }
+        let mut merged: Vec<(String, PyJson)> = vec![];
+        for k in 0..self.evals.len() {
+            let m = self.evaluate_set(k)?;
+            for (key, v) in m {
+                if let Some(slot) = merged.iter_mut().find(|(kk, _)| *kk == key) {
+                    slot.1 = v;
+                } else {
+                    merged.push((key, v));
+                }
+            }
+        }
+        // on_evaluate callbacks (early stopping) ran inside evaluate_set for each set; HF's
+        // ReduceLROnPlateau step follows the whole round.
+        if !on_start {
+            if let Scheduler::Plateau(pl) = &mut self.sched {
+                let key = self.args.metric_to_check().unwrap_or_else(|| "eval_loss".into());
+                let v = best::lookup(&merged, &key, self.profile.missing_metric, Lookup::Plateau)?;
+                pl.step(best::as_f64(&v).unwrap_or(f64::NAN));
+                let new_lr = pl.lrs_f64()[0];
+                self.current_lr = new_lr;
+                match &mut self.opt {
+                    Optim::AdamW(o) => o.set_lr(new_lr),
+                }
+            }
+        }
+        Ok(merged)
+    }
+
+    /// `evaluate()` of one set: eval loss, scripted metrics, prefixing, speed keys, the log.
+    fn evaluate_set(&mut self, k: usize) -> Result<Vec<(String, PyJson)>, HfError> {
+        let start = Instant::now();
+        self.rng.begin_eval_loop();
+        let set = &self.evals[k];
+        let prefix = match &set.name {
+            Some(n) => format!("eval_{n}"),
+            None => "eval".to_string(),
+        };
+        let bs = self.args.per_device_eval_batch_size;
+        let n = set.x.len();
+        let rows: Vec<usize> = (0..n).collect();
+        let mut losses: Vec<f32> = vec![];
+        let chunks: Vec<&[usize]> = rows.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).collect();
+        let nbatches = chunks.len();
+        for (bi, c) in chunks.into_iter().enumerate() {
+            let (x, y) = set.batch(c);
+            let l = tch::no_grad(|| self.model.loss(&x, &y));
+            let l = f32::try_from(&l).unwrap();
+            // losses.repeat(eval_batch_size), then gather_for_metrics drops the padding of the
+            // last batch.
+            let keep = if bi + 1 == nbatches { c.len() } else { bs };
+            losses.extend(std::iter::repeat_n(l, keep));
+        }
+        let mut metrics: Vec<(String, PyJson)> = vec![];
+        if let Some(script) = &self.sc.metrics {
+            if self.metric_calls.len() <= k {
+                self.metric_calls.resize(k + 1, 0);
+            }
+            let call = self.metric_calls[k];
+            self.metric_calls[k] += 1;
+            if let Some(entry) = script.get(call) {
+                let part: Option<&serde_json::Map<String, serde_json::Value>> = match &set.name {
+                    Some(name) => entry.get(name).and_then(|v| v.as_object()),
+                    None => Some(entry),
+                };
+                if let Some(part) = part {
+                    for (mk, mv) in part {
+                        metrics.push((mk.clone(), PyJson::from(mv)));
+                    }
+                }
+            }
+        }
+        if !losses.is_empty() {
+            let finite: Vec<f32> = losses.iter().copied().filter(|l| l.is_finite()).collect();
+            let use_ = if self.profile.version.starts_with('5') && !finite.is_empty() { finite } else { losses };
+            metrics.push((format!("{prefix}_loss"), PyJson::Float(numpy_mean_f32(&use_) as f64)));
+        }
+        // Keys not already prefixed move to the end under the prefix, in order.
+        let (mut done, rest): (Vec<_>, Vec<_>) = metrics.into_iter().partition(|(k, _)| k.starts_with(&format!("{prefix}_")));
+        for (k, v) in rest {
+            done.push((format!("{prefix}_{k}"), v));
+        }
+        let mut metrics = done;
+        let rt = start.elapsed().as_secs_f64();
+        let steps = n.div_ceil(bs);
+        metrics.push((format!("{prefix}_runtime"), PyJson::Float(py_round(rt, 4))));
+        metrics.push((format!("{prefix}_samples_per_second"), PyJson::Float(py_round(n as f64 / rt, 3))));
+        metrics.push((format!("{prefix}_steps_per_second"), PyJson::Float(py_round(steps as f64 / rt, 3))));
+        self.log(metrics.clone());
+        if let Some(e) = self.state.epoch {
+            metrics.push(("epoch".into(), self.log_epoch(e)));
+        }
+        self.early_stopping_on_evaluate(&metrics)?;
+        Ok(metrics)
+    }
+
+    fn early_stopping_checks(&self, _patience: i64) -> Result<(), HfError> {
+        let a = &self.args;
+        if self.profile.early_stopping_requires_load_best && !a.load_best_model_at_end {
+            return Err(HfError::new("AssertionError", "EarlyStoppingCallback requires load_best_model_at_end = True"));
+        }
+        if a.metric_for_best_model.is_none() {
+            let text = if self.profile.early_stopping_requires_load_best {
+                "EarlyStoppingCallback requires metric_for_best_model is defined"
+            } else {
+                "EarlyStoppingCallback requires metric_for_best_model to be defined"
+            };
+            return Err(HfError::new("AssertionError", text));
+        }
+        if a.eval_strategy == Interval::No {
+            return Err(HfError::new("AssertionError", "EarlyStoppingCallback requires IntervalStrategy of steps or epoch"));
+        }
+        Ok(())
+    }
+
+    /// EarlyStoppingCallback.on_evaluate: compares with the best as it stands before this
+    /// evaluation's own update.
+    fn early_stopping_on_evaluate(&mut self, metrics: &[(String, PyJson)]) -> Result<(), HfError> {
+        let Some(es) = &self.sc.early_stopping else { return Ok(()) };
+        let Some(key) = self.args.metric_to_check() else { return Ok(()) };
+        let Some((_, v)) = metrics.iter().find(|(k, _)| *k == key) else { return Ok(()) };
+        let v = best::as_f64(v).unwrap_or(f64::NAN);
+        let greater = self.args.greater_is_better.unwrap_or(true);
+        let better = match self.state.best.best_metric.as_ref().and_then(best::as_f64) {
+            None => true,
+            Some(b) => best::is_better(v, b, greater) && (v - b).abs() > es.threshold,
+        };
+        if self.state.best.best_metric.is_none() || better {
+            self.early_counter = 0;
+        } else {
+            self.early_counter += 1;
+        }
+        if self.early_counter >= es.patience {
+            self.control.should_training_stop = true;
+        }
+        Ok(())
+    }
+
+    fn create_scheduler(&mut self, max_steps: i64) -> Result<(), HfError> {
+        let a = &self.args;
+        let kind = match a.lr_scheduler_type.as_str() {
+            "linear" => ScheduleKind::Linear,
+            "cosine" => ScheduleKind::Cosine { num_cycles: 0.5 },
+            "constant" => ScheduleKind::Constant,
+            "constant_with_warmup" => ScheduleKind::ConstantWithWarmup,
+            "reduce_lr_on_plateau" => {
+                let kwargs = if self.profile.plateau_kwargs { a.lr_scheduler_kwargs.clone() } else { Default::default() };
+                let pl = Plateau::from_kwargs(&serde_json::Value::Object(kwargs), &[a.learning_rate, a.learning_rate], self.profile.torch_layout)
+                    .map_err(|e| HfError::new(&e.type_name, e.message))?;
+                self.sched = Scheduler::Plateau(pl);
+                self.set_initial_lr();
+                return Ok(());
+            }
+            other => return Err(HfError::not_modelled(format!("lr_scheduler_type {other}"))),
+        };
+        let warmup = if self.profile.warmup_steps_ratio {
+            crate::lr::warmup_steps_v5(a.warmup_steps.f(), max_steps) as f64
+        } else {
+            crate::lr::warmup_steps_v4(a.warmup_steps.f(), a.warmup_ratio, max_steps)
+        };
+        let s = Schedule { kind, warmup, num_training_steps: max_steps };
+        self.current_lr = s.lr_after_steps(a.learning_rate, 0);
+        match &mut self.opt {
+            Optim::AdamW(o) => o.set_lr(self.current_lr),
+        }
+        self.sched = Scheduler::Lambda(s);
+        self.set_initial_lr();
+        Ok(())
+    }
+
+    fn set_initial_lr(&mut self) {
+        let lr = self.args.learning_rate;
+        match &mut self.opt {
+            Optim::AdamW(o) => {
+                for g in o.groups.iter_mut() {
+                    g.initial_lr = Some(lr);
+                }
+            }
+        }
+        if let Scheduler::Plateau(_) = self.sched {
+            // ReduceLROnPlateau does not set initial_lr.
+            match &mut self.opt {
+                Optim::AdamW(o) => {
+                    for g in o.groups.iter_mut() {
+                        g.initial_lr = None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn refresh_stateful_callbacks(&mut self) {
+        let mut v = vec![];
+        if let Some(es) = &self.sc.early_stopping {
+            v.push((
+                "EarlyStoppingCallback".to_string(),
+                PyJson::Dict(vec![
+                    (
+                        "args".into(),
+                        PyJson::Dict(vec![
+                            ("early_stopping_patience".into(), PyJson::Int(es.patience as i128)),
+                            ("early_stopping_threshold".into(), PyJson::Float(es.threshold)),
+                        ]),
+                    ),
+                    (
+                        "attributes".into(),
+                        PyJson::Dict(vec![("early_stopping_patience_counter".into(), PyJson::Int(self.early_counter as i128))]),
+                    ),
+                ]),
+            ));
+        }
+        v.push(("TrainerControl".to_string(), state::control_state(&self.control)));
+        self.state.stateful_callbacks = v;
+        self.early_counter_saved = self.early_counter;
+    }
+
+    /// `_save_checkpoint`.
+    fn save_checkpoint(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
+        let p = self.profile;
+        let folder = format!("checkpoint-{}", self.state.global_step);
+        let rel = format!("{}/{folder}", self.output_rel());
+        let dir = self.output_abs().join(&folder);
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        self.write_model(&dir)?;
+        if p.best_timing == BestTiming::EveryEvalByStep
+            && matches!(self.args.save_strategy, Interval::Steps | Interval::Epoch | Interval::Best)
+        {
+            if let Some(bs) = self.state.best.best_global_step.filter(|s| *s != 0) {
+                let best_rel = format!("{}/checkpoint-{bs}", self.output_rel());
+                if self.run_dir.join(&best_rel).exists() {
+                    self.state.best.best_model_checkpoint = Some(best_rel);
+                }
+            }
+        }
+        if !self.args.save_only_model {
+            self.write_optimizer_and_scheduler(&dir)?;
+        }
+        if p.best_timing == BestTiming::OnSaveWithMetrics {
+            if let (Some(m), Some(key)) = (metrics, self.args.metric_to_check()) {
+                let v = best::lookup(m, &key, p.missing_metric, Lookup::Best)?;
+                self.state.best.on_save_with_metrics(&v, self.args.greater_is_better.unwrap_or(true), &rel);
+            }
+        }
+        if !self.args.save_only_model && !p.rng_after_state {
+            self.write_rng(&dir)?;
+        }
+        if p.state_has_stateful_callbacks {
+            self.refresh_stateful_callbacks();
+        }
+        let sp = dir.join("trainer_state.json");
+        std::fs::write(&sp, self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
+        if !self.args.save_only_model && p.rng_after_state {
+            self.write_rng(&dir)?;
+        }
+        self.rotate()?;
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        let mut folders = vec![];
+        if let Ok(rd) = std::fs::read_dir(&out) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("checkpoint-") && e.path().is_dir() {
+                    let mtime = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .map(|t| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0))
+                        .unwrap_or(0.0);
+                    folders.push(rotation::Folder { path: format!("{}/{name}", self.output_rel()), mtime });
+                }
+            }
+        }
+        let sorted = rotation::sort(&folders, self.profile.rotation);
+        let del = rotation::plan(
+            &sorted,
+            self.args.save_total_limit,
+            self.state.best.best_model_checkpoint.as_deref(),
+            self.profile.rotation_protection,
+        )?;
+        for d in del {
+            let _ = std::fs::remove_dir_all(self.run_dir.join(d));
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self, start: Instant) -> Result<(), HfError> {
+        let tr = self.tr_loss as f64;
+        self.total_loss_scalar += tr;
+        let steps = self.state.global_step as f64;
+        let train_loss = if self.profile.train_summary_per_call {
+            self.total_loss_scalar / steps.max(0.001)
+        } else {
+            self.total_loss_scalar / steps
+        };
+        let rt = start.elapsed().as_secs_f64();
+        let num_samples = self.state.max_steps as f64 * self.args.per_device_train_batch_size as f64 * self.args.gradient_accumulation_steps as f64;
+        let logs: LogEntry = vec![
+            ("train_runtime".into(), PyJson::Float(py_round(rt, 4))),
+            ("train_samples_per_second".into(), PyJson::Float(py_round(num_samples / rt, 3))),
+            ("train_steps_per_second".into(), PyJson::Float(py_round(self.state.max_steps as f64 / rt, 3))),
+            ("total_flos".into(), PyJson::Float(self.state.total_flos)),
+            ("train_loss".into(), PyJson::Float(train_loss)),
+        ];
+        self.log(logs);
+        // The save_total_limit=1 cleanup: every folder but the best goes.
+        if let (Some(best), Some(1)) = (self.state.best.best_model_checkpoint.clone(), self.args.save_total_limit) {
+            let out = self.output_abs();
+            if let Ok(rd) = std::fs::read_dir(&out) {
+                let best_abs = self.run_dir.join(&best);
+                if !best_abs.exists() && self.profile.cleanup_uses_samefile {
+                    return Err(HfError::new(
+                        "FileNotFoundError",
+                        format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(&best)),
+                    ));
+                }
+                for e in rd.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with("checkpoint-") && e.path().is_dir() && e.path() != best_abs {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_model(&self, dir: &Path) -> Result<(), HfError> {
+        let (a, b) = self.model.values();
+        store::write_weights(dir, self.profile, a, b).map_err(|e| io_err(dir, e))?;
+        store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b).map_err(|e| io_err(dir, e))?;
+        store::write_training_args(dir, self.profile, &self.args).map_err(|e| io_err(dir, e))
+    }
+
+    fn write_optimizer_and_scheduler(&self, dir: &Path) -> Result<(), HfError> {
+        let opt_sd = match &self.opt {
+            Optim::AdamW(o) => o.state_dict_with_shapes(&[vec![], vec![]]),
+        };
+        store::write_pyvalue(&dir.join("optimizer.pt"), &opt_sd, self.profile).map_err(|e| io_err(dir, e))?;
+        let sched_sd = match &self.sched {
+            Scheduler::Lambda(s) => crate::lr::LambdaLrState::new(s, self.args.learning_rate, 2, self.sched_steps).to_py(self.profile.torch_layout),
+            Scheduler::Plateau(p) => p.state_dict(self.profile.torch_layout),
+        };
+        store::write_pyvalue(&dir.join("scheduler.pt"), &sched_sd, self.profile).map_err(|e| io_err(dir, e))
+    }
+
+    fn write_rng(&self, dir: &Path) -> Result<(), HfError> {
+        store::write_rng(dir, self.profile, self.args.seed, &self.rng.torch_state()).map_err(|e| io_err(dir, e))
+    }
+
+    /// `trainer.save_model()` after train(): weights, config and training_args.bin in output_dir.
+    fn save_model(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        self.write_model(&out)
+    }
+
+    /// `trainer.save_state()`: trainer_state.json in output_dir.
+    fn save_state(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        let sp = out.join("trainer_state.json");
+        std::fs::write(&sp, self.state.to_json_string(self.profile)).map_err(|e| io_err(&sp, e))
+    }
+}
+
+fn optim_kind(profile: &Profile, args: &Args) -> Result<AdamWKind, HfError> {
+    match args.optim.as_str() {
+        "adamw_torch_fused" => Ok(AdamWKind::TorchFused),
+        "adamw_torch" => Ok(AdamWKind::TorchSingleTensor),
+        "adamw_hf" => Ok(AdamWKind::HfAdamW),
+        other => {
+            let _ = profile;
+            Err(HfError::not_modelled(format!("optim {other}")))
+        }
+    }
+}
+
+/// Python's `round(x, n)` for floats.
+pub fn py_round(x: f64, n: usize) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    format!("{x:.n$}").parse().unwrap_or(x)
+}
+
+/// `np.mean` of a float32 array: pairwise summation in float32 (blocks of 8, unrolled by 8
+/// below 128 elements), then division.
+pub fn numpy_mean_f32(xs: &[f32]) -> f32 {
+    fn pairwise(a: &[f32]) -> f32 {
+        let n = a.len();
+        if n < 8 {
+            let mut s = 0.0f32;
+            for &x in a {
+                s += x;
+            }
+            s
+        } else if n <= 128 {
+            let mut r = [0f32; 8];
+            r.copy_from_slice(&a[..8]);
+            let mut i = 8;
+            while i + 8 <= n {
+                for j in 0..8 {
+                    r[j] += a[i + j];
+                }
+                i += 8;
+            }
+            let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+            while i < n {
+                res += a[i];
+                i += 1;
+            }
+            res
+        } else {
+            let mut n2 = n / 2;
+            n2 -= n2 % 8;
+            pairwise(&a[..n2]) + pairwise(&a[n2..])
+        }
+    }
+    pairwise(xs) / xs.len() as f32
+}
+
+#[allow(dead_code)]
+fn _unused(_: Kind) {}

@@ -1,0 +1,418 @@
+//! TrainingArguments: the checkpoint-relevant fields with the version's defaults, resolved and
+//! validated in the order of that version's `__post_init__`, raising HF's exception types and
+//! texts. Values keep Python's int/float distinction because HF's messages and JSON show it.
+
+use crate::hf_error::HfError;
+use crate::profile::{GreaterDefault, Profile};
+use crate::pyjson::{float_repr, PyJson};
+use serde_json::{Map, Value};
+
+/// A Python number as HF sees it (`4` and `4.0` print differently).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    pub fn f(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(x) => x,
+        }
+    }
+    /// `str(value)` in Python.
+    pub fn py(self) -> String {
+        match self {
+            Num::Int(i) => i.to_string(),
+            Num::Float(x) => float_repr(x),
+        }
+    }
+    pub fn to_json(self) -> PyJson {
+        match self {
+            Num::Int(i) => PyJson::Int(i as i128),
+            Num::Float(x) => PyJson::Float(x),
+        }
+    }
+    /// Python's `a % b` for the numbers HF compares (sign of the divisor).
+    fn py_mod(self, other: Num) -> f64 {
+        let (a, b) = (self.f(), other.f());
+        let r = a % b;
+        if r != 0.0 && (r < 0.0) != (b < 0.0) {
+            r + b
+        } else {
+            r
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    No,
+    Steps,
+    Epoch,
+    Best,
+}
+
+impl Interval {
+    pub fn value(self) -> &'static str {
+        match self {
+            Interval::No => "no",
+            Interval::Steps => "steps",
+            Interval::Epoch => "epoch",
+            Interval::Best => "best",
+        }
+    }
+    fn member(self) -> &'static str {
+        match self {
+            Interval::No => "NO",
+            Interval::Steps => "STEPS",
+            Interval::Epoch => "EPOCH",
+            Interval::Best => "BEST",
+        }
+    }
+}
+
+/// The resolved arguments the trainer reads.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub max_steps: i64,
+    pub num_train_epochs: f64,
+    pub per_device_train_batch_size: usize,
+    pub per_device_eval_batch_size: usize,
+    pub gradient_accumulation_steps: usize,
+    pub dataloader_drop_last: bool,
+    pub learning_rate: f64,
+    pub weight_decay: f64,
+    pub adam_beta1: f64,
+    pub adam_beta2: f64,
+    pub adam_epsilon: f64,
+    pub max_grad_norm: f64,
+    pub optim: String,
+    pub lr_scheduler_type: String,
+    pub lr_scheduler_kwargs: Map<String, Value>,
+    pub warmup_steps: Num,
+    pub warmup_ratio: f64,
+    pub logging_strategy: Interval,
+    pub logging_steps: Num,
+    pub logging_first_step: bool,
+    pub eval_strategy: Interval,
+    /// None when unset and not filled from logging_steps.
+    pub eval_steps: Option<Num>,
+    pub eval_delay: Num,
+    pub eval_on_start: bool,
+    pub save_strategy: Interval,
+    pub save_steps: Num,
+    pub save_total_limit: Option<i64>,
+    pub save_only_model: bool,
+    pub save_safetensors: bool,
+    pub load_best_model_at_end: bool,
+    pub metric_for_best_model: Option<String>,
+    pub greater_is_better: Option<bool>,
+    pub seed: i64,
+    pub data_seed: Option<i64>,
+    pub do_eval: bool,
+    /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
+    pub all: Vec<(String, PyJson)>,
+}
+
+fn type_error_unexpected(name: &str) -> HfError {
+    HfError::new("TypeError", format!("TrainingArguments.__init__() got an unexpected keyword argument '{name}'"))
+}
+
+fn enum_error(value: &str, enum_name: &str, values: &[&str]) -> HfError {
+    let list: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
+    HfError::value(format!("{value} is not a valid {enum_name}, please select one of [{}]", list.join(", ")))
+}
+
+/// Python's `str()` of a JSON-given value, for enum errors.
+fn py_str(v: &PyJson) -> String {
+    match v {
+        PyJson::Str(s) => s.clone(),
+        PyJson::Int(i) => i.to_string(),
+        PyJson::Float(x) => float_repr(*x),
+        PyJson::Bool(b) => if *b { "True".into() } else { "False".into() },
+        PyJson::Null => "None".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+struct Raw<'a> {
+    profile: &'a Profile,
+    vals: Vec<(String, PyJson)>,
+}
+
+impl Raw<'_> {
+    fn get(&self, v1_name: &str) -> &PyJson {
+        let name = self.profile.spelling(v1_name);
+        self.vals.iter().find(|(n, _)| n == name).map(|(_, v)| v).unwrap_or(&PyJson::Null)
+    }
+    fn set(&mut self, v1_name: &str, v: PyJson) {
+        let name = self.profile.spelling(v1_name).to_string();
+        if let Some(slot) = self.vals.iter_mut().find(|(n, _)| *n == name) {
+            slot.1 = v;
+        }
+    }
+    fn num(&self, name: &str) -> Result<Num, HfError> {
+        match self.get(name) {
+            PyJson::Int(i) => Ok(Num::Int(*i as i64)),
+            PyJson::Float(x) => Ok(Num::Float(*x)),
+            PyJson::Bool(b) => Ok(Num::Int(*b as i64)),
+            other => Err(HfError::not_modelled(format!("argument {name} = {other:?} (not a number)"))),
+        }
+    }
+    fn opt_num(&self, name: &str) -> Result<Option<Num>, HfError> {
+        match self.get(name) {
+            PyJson::Null => Ok(None),
+            _ => self.num(name).map(Some),
+        }
+    }
+    fn boolean(&self, name: &str) -> bool {
+        match self.get(name) {
+            PyJson::Bool(b) => *b,
+            PyJson::Int(i) => *i != 0,
+            _ => false,
+        }
+    }
+    fn string(&self, name: &str) -> Option<String> {
+        match self.get(name) {
+            PyJson::Str(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    fn interval(&self, name: &str, enum_name: &str, values: &[&str]) -> Result<Interval, HfError> {
+        let v = self.get(name);
+        let s = py_str(v);
+        if !matches!(v, PyJson::Str(_)) || !values.contains(&s.as_str()) {
+            return Err(enum_error(&s, enum_name, values));
+        }
+        Ok(match s.as_str() {
+            "no" => Interval::No,
+            "steps" => Interval::Steps,
+            "epoch" => Interval::Epoch,
+            _ => Interval::Best,
+        })
+    }
+}
+
+const INTERVALS: [&str; 3] = ["no", "steps", "epoch"];
+
+/// Formats a strategy as Python 3.11 formats a str-mixin enum in an f-string.
+fn strategy_repr(s: Interval, enum_name: &str) -> String {
+    format!("{enum_name}.{}", s.member())
+}
+
+/// `TrainingArguments(**scenario_args)` of this version.
+pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, HfError> {
+    // Keyword arguments: unknown ones are Python's TypeError, the first one in call order.
+    let mut vals: Vec<(String, PyJson)> = profile.fields.iter().map(|(n, d)| (n.clone(), PyJson::from(d))).collect();
+    for (k, v) in given {
+        let here = profile.spelling(k);
+        match vals.iter_mut().find(|(n, _)| n == here) {
+            Some(slot) => slot.1 = PyJson::from(v),
+            None => return Err(type_error_unexpected(here)),
+        }
+    }
+    let mut raw = Raw { profile, vals };
+
+    // Enum conversions, in __post_init__ order.
+    let eval_strategy = raw.interval("eval_strategy", "IntervalStrategy", &INTERVALS)?;
+    let logging_strategy = raw.interval("logging_strategy", "IntervalStrategy", &INTERVALS)?;
+    let save_strategy = raw.interval("save_strategy", profile.save_strategy_enum, profile.save_strategy_values)?;
+    let lr_scheduler_type = raw.string("lr_scheduler_type").unwrap_or_default();
+    if !profile.scheduler_types.contains(&lr_scheduler_type.as_str()) {
+        return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", profile.scheduler_types));
+    }
+    let save_enum = profile.save_strategy_enum;
+
+    let mut do_eval = raw.boolean("do_eval");
+    if !do_eval && eval_strategy != Interval::No {
+        do_eval = true;
+        raw.set("do_eval", PyJson::Bool(true));
+    }
+    let mut logging_steps = raw.num("logging_steps")?;
+    let mut eval_steps = raw.opt_num("eval_steps")?;
+    if eval_strategy == Interval::Steps && eval_steps.is_none_or(|e| e.f() == 0.0) {
+        if logging_steps.f() > 0.0 {
+            eval_steps = Some(logging_steps);
+            raw.set("eval_steps", logging_steps.to_json());
+        } else {
+            return Err(HfError::value(format!(
+                "evaluation strategy {} requires either non-zero --eval_steps or --logging_steps",
+                strategy_repr(eval_strategy, "IntervalStrategy")
+            )));
+        }
+    }
+
+    // Interval checks (in 5.x inside _validate_args, same order).
+    if logging_strategy == Interval::Steps && logging_steps.f() == 0.0 {
+        return Err(HfError::value(format!(
+            "logging strategy {} requires non-zero --logging_steps",
+            strategy_repr(logging_strategy, "IntervalStrategy")
+        )));
+    }
+    let integral = |n: Num, flag: &str| -> Result<Num, HfError> {
+        if n.f() != n.f().trunc() {
+            return Err(HfError::value(format!("--{flag} must be an integer if bigger than 1: {}", n.py())));
+        }
+        Ok(Num::Int(n.f() as i64))
+    };
+    if logging_strategy == Interval::Steps && logging_steps.f() > 1.0 {
+        logging_steps = integral(logging_steps, "logging_steps")?;
+        raw.set("logging_steps", logging_steps.to_json());
+    }
+    if let Some(e) = eval_steps {
+        if eval_strategy == Interval::Steps && e.f() > 1.0 {
+            let e = integral(e, "eval_steps")?;
+            eval_steps = Some(e);
+            raw.set("eval_steps", e.to_json());
+        }
+    }
+    let mut save_steps = raw.num("save_steps")?;
+    if save_strategy == Interval::Steps && save_steps.f() > 1.0 {
+        save_steps = integral(save_steps, "save_steps")?;
+        raw.set("save_steps", save_steps.to_json());
+    }
+
+    let load_best = raw.boolean("load_best_model_at_end");
+    if load_best && !(profile.load_best_skips_best_strategy && save_strategy == Interval::Best) {
+        if eval_strategy.value() != save_strategy.value() {
+            return Err(HfError::value(format!(
+                "--load_best_model_at_end requires the save and eval strategy to match{}, but found\n- Evaluation strategy: {}\n- Save strategy: {}",
+                profile.mismatch_extra,
+                strategy_repr(eval_strategy, "IntervalStrategy"),
+                strategy_repr(save_strategy, save_enum)
+            )));
+        }
+        if eval_strategy == Interval::Steps {
+            let e = eval_steps.expect("eval_steps is set for the steps strategy");
+            if save_steps.py_mod(e) != 0.0 {
+                let mut round_multiple = true;
+                if e.f() < 1.0 || save_steps.f() < 1.0 {
+                    if !(e.f() < 1.0 && save_steps.f() < 1.0) {
+                        let sep = if profile.mixing_message_space { " " } else { "" };
+                        return Err(HfError::value(format!(
+                            "--load_best_model_at_end requires the saving steps to be a multiple of the evaluation steps, which cannot get guaranteed when mixing ratio and absolute steps for save_steps{sep}{} and eval_steps {}.",
+                            save_steps.py(),
+                            e.py()
+                        )));
+                    }
+                    let big = 1_000_000.0;
+                    let scaled = Num::Float(save_steps.f() * big).py_mod(Num::Float(e.f() * big));
+                    if scaled != 0.0 {
+                        return Err(HfError::value(format!(
+                            "--load_best_model_at_end requires the saving steps to be a multiple of the evaluation steps, but found {}, which is not a multiple of {}.",
+                            save_steps.py(),
+                            e.py()
+                        )));
+                    }
+                    round_multiple = profile.both_ratio_fallthrough;
+                }
+                if round_multiple {
+                    return Err(HfError::value(format!(
+                        "--load_best_model_at_end requires the saving steps to be a round multiple of the evaluation steps, but found {}, which is not a round multiple of {}.",
+                        save_steps.py(),
+                        e.py()
+                    )));
+                }
+            }
+        }
+    }
+
+    // Metric defaults.
+    let mut metric = raw.string("metric_for_best_model");
+    let plateau_like = lr_scheduler_type == "reduce_lr_on_plateau" || lr_scheduler_type == "greedy";
+    if (load_best || plateau_like) && metric.is_none() {
+        metric = Some("loss".into());
+        raw.set("metric_for_best_model", PyJson::Str("loss".into()));
+    }
+    let mut greater = match raw.get("greater_is_better") {
+        PyJson::Bool(b) => Some(*b),
+        _ => None,
+    };
+    if greater.is_none() {
+        if let Some(m) = &metric {
+            let g = match profile.greater_default {
+                GreaterDefault::NotLossName => m != "loss" && m != "eval_loss",
+                GreaterDefault::NotEndsWithLoss => !m.ends_with("loss"),
+            };
+            greater = Some(g);
+            raw.set("greater_is_better", PyJson::Bool(g));
+        }
+    }
+
+    if lr_scheduler_type == "reduce_lr_on_plateau" && eval_strategy == Interval::No {
+        return Err(HfError::value("lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"));
+    }
+    if lr_scheduler_type == "greedy" && eval_strategy == Interval::No {
+        return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
+    }
+    let warmup_steps = raw.num("warmup_steps")?;
+    if profile.rejects_negative_warmup && warmup_steps.f() < 0.0 {
+        return Err(HfError::value(format!(
+            "Got warmup_steps = {}, Expected value warmup_steps >= 0",
+            warmup_steps.py()
+        )));
+    }
+    let warmup_ratio = if profile.has_field("warmup_ratio") { raw.num("warmup_ratio")?.f() } else { 0.0 };
+    if profile.has_field("warmup_ratio") && !(0.0..=1.0).contains(&warmup_ratio) {
+        return Err(HfError::value("warmup_ratio must lie in range [0,1]"));
+    }
+
+    let lr_scheduler_kwargs = match raw.get("lr_scheduler_kwargs") {
+        PyJson::Dict(_) => raw.get("lr_scheduler_kwargs").to_serde().ok().and_then(|v| v.as_object().cloned()).unwrap_or_default(),
+        _ => Map::new(),
+    };
+    let int = |raw: &Raw, n: &str| -> Result<i64, HfError> { Ok(raw.num(n)?.f() as i64) };
+    Ok(Args {
+        max_steps: int(&raw, "max_steps")?,
+        num_train_epochs: raw.num("num_train_epochs")?.f(),
+        per_device_train_batch_size: int(&raw, "per_device_train_batch_size")? as usize,
+        per_device_eval_batch_size: int(&raw, "per_device_eval_batch_size")? as usize,
+        gradient_accumulation_steps: int(&raw, "gradient_accumulation_steps")? as usize,
+        dataloader_drop_last: raw.boolean("dataloader_drop_last"),
+        learning_rate: raw.num("learning_rate")?.f(),
+        weight_decay: raw.num("weight_decay")?.f(),
+        adam_beta1: raw.num("adam_beta1")?.f(),
+        adam_beta2: raw.num("adam_beta2")?.f(),
+        adam_epsilon: raw.num("adam_epsilon")?.f(),
+        max_grad_norm: raw.num("max_grad_norm")?.f(),
+        optim: raw.string("optim").unwrap_or_default(),
+        lr_scheduler_type,
+        lr_scheduler_kwargs,
+        warmup_steps,
+        warmup_ratio,
+        logging_strategy,
+        logging_steps,
+        logging_first_step: raw.boolean("logging_first_step"),
+        eval_strategy,
+        eval_steps,
+        eval_delay: raw.opt_num("eval_delay")?.unwrap_or(Num::Int(0)),
+        eval_on_start: profile.has_field("eval_on_start") && raw.boolean("eval_on_start"),
+        save_strategy,
+        save_steps,
+        save_total_limit: match raw.get("save_total_limit") {
+            PyJson::Int(i) => Some(*i as i64),
+            _ => None,
+        },
+        save_only_model: profile.has_field("save_only_model") && raw.boolean("save_only_model"),
+        save_safetensors: profile.has_field("save_safetensors") && raw.boolean("save_safetensors"),
+        load_best_model_at_end: load_best,
+        metric_for_best_model: metric,
+        greater_is_better: greater,
+        seed: int(&raw, "seed")?,
+        data_seed: raw.opt_num("data_seed")?.map(|n| n.f() as i64),
+        do_eval,
+        all: raw.vals,
+    })
+}
+
+impl Args {
+    /// The `eval_`-prefixed metric HF looks up (`"loss"` -> `"eval_loss"`, `"eval_x"` stays).
+    pub fn metric_to_check(&self) -> Option<String> {
+        self.metric_for_best_model.as_deref().map(crate::best::eval_prefixed)
+    }
+    pub fn uses_plateau(&self) -> bool {
+        self.lr_scheduler_type == "reduce_lr_on_plateau"
+    }
+}

@@ -1,0 +1,117 @@
+//! Best-metric tracking: which evaluation counts, how it compares, and what HF raises when the
+//! metric is missing. Pure: the executor passes observations in and applies the result.
+
+use crate::hf_error::HfError;
+use crate::profile::MissingMetricError;
+use crate::pyjson::PyJson;
+
+/// `metric_for_best_model` as HF looks it up: `eval_` prefixed unless it already is.
+/// Idempotent: `eval_prefixed(eval_prefixed(m)) == eval_prefixed(m)`.
+pub fn eval_prefixed(metric: &str) -> String {
+    if metric.starts_with("eval_") {
+        metric.to_string()
+    } else {
+        format!("eval_{metric}")
+    }
+}
+
+/// A metric value as numpy's `np.greater` / `np.less` sees it.
+pub fn as_f64(v: &PyJson) -> Option<f64> {
+    match v {
+        PyJson::Int(i) => Some(*i as f64),
+        PyJson::Float(x) => Some(*x),
+        PyJson::Bool(b) => Some(*b as i64 as f64),
+        _ => None,
+    }
+}
+
+/// Strictly better; NaN is never better (numpy comparison semantics).
+pub fn is_better(value: f64, best: f64, greater_is_better: bool) -> bool {
+    if greater_is_better {
+        value > best
+    } else {
+        value < best
+    }
+}
+
+/// Where the lookup happens decides which explanatory text HF uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Best-metric tracking (`_determine_best_metric` / `_save_checkpoint`).
+    Best,
+    /// The ReduceLROnPlateau step in `_evaluate`.
+    Plateau,
+}
+
+/// `metrics[metric_to_check]`, or the KeyError this version raises.
+pub fn lookup(
+    metrics: &[(String, PyJson)],
+    key: &str,
+    style: MissingMetricError,
+    at: Lookup,
+) -> Result<PyJson, HfError> {
+    if let Some((_, v)) = metrics.iter().find(|(k, _)| k == key) {
+        return Ok(v.clone());
+    }
+    Err(match style {
+        MissingMetricError::PlainKey => HfError::key(key),
+        MissingMetricError::Explained => {
+            let keys: Vec<String> = metrics.iter().map(|(k, _)| crate::hf_error::py_str_repr(k)).collect();
+            let head = format!(
+                "The `metric_for_best_model` training argument is set to '{key}', which is not found in the evaluation metrics. The available evaluation metrics are: [{}].",
+                keys.join(", ")
+            );
+            let text = match at {
+                Lookup::Best => format!("{head} Consider changing the `metric_for_best_model` via the TrainingArguments."),
+                Lookup::Plateau => format!(
+                    "{head} Please ensure that the `compute_metrics` function returns a dictionary that includes '{key}' or consider changing the `metric_for_best_model` via the TrainingArguments."
+                ),
+            };
+            HfError::key(&text)
+        }
+    })
+}
+
+/// The best-tracking part of TrainerState.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Best {
+    pub best_metric: Option<PyJson>,
+    pub best_global_step: Option<u64>,
+    pub best_model_checkpoint: Option<String>,
+}
+
+impl Best {
+    /// 4.47+ `_determine_best_metric`, after every training evaluation. Returns whether the
+    /// value is a new best; `records_step` is whether the save strategy records the step.
+    pub fn after_eval(&mut self, value: &PyJson, greater: bool, step: u64, records_step: bool) -> bool {
+        let best = self
+            .best_metric
+            .get_or_insert(PyJson::Float(if greater { f64::NEG_INFINITY } else { f64::INFINITY }))
+            .clone();
+        let (v, b) = (as_f64(value).unwrap_or(f64::NAN), as_f64(&best).unwrap_or(f64::NAN));
+        if is_better(v, b, greater) {
+            self.best_metric = Some(value.clone());
+            if records_step {
+                self.best_global_step = Some(step);
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    /// <= 4.46 `_save_checkpoint` with metrics: the first tracked value, or a strictly better one,
+    /// becomes the best and the folder being written becomes the best checkpoint.
+    pub fn on_save_with_metrics(&mut self, value: &PyJson, greater: bool, folder: &str) {
+        let take = match (&self.best_metric, &self.best_model_checkpoint) {
+            (None, _) | (_, None) => true,
+            (Some(b), Some(_)) => {
+                is_better(as_f64(value).unwrap_or(f64::NAN), as_f64(b).unwrap_or(f64::NAN), greater)
+            }
+        };
+        if take {
+            self.best_metric = Some(value.clone());
+            self.best_model_checkpoint = Some(folder.to_string());
+        }
+    }
+}

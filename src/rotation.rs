@@ -1,0 +1,135 @@
+//! `save_total_limit`: which checkpoint folders to delete. Pure: the executor lists the folders
+//! (name and mtime) and deletes what this returns.
+
+use crate::hf_error::HfError;
+use crate::profile::RotationOrder;
+
+/// A `checkpoint-*` folder as HF's glob sees it: its path as HF spells it
+/// (`<output_dir>/checkpoint-N`) and its modification time in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Folder {
+    pub path: String,
+    pub mtime: f64,
+}
+
+/// The greedy `.*checkpoint-([0-9]+)` match HF uses for numeric order.
+pub fn step_of(path: &str) -> Option<u64> {
+    let at = path.rfind("checkpoint-")?;
+    let digits: String = path[at + "checkpoint-".len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+/// Oldest first, in the version's order.
+pub fn sort(folders: &[Folder], order: RotationOrder) -> Vec<String> {
+    let numeric = || {
+        let mut v: Vec<(u64, &String)> = folders.iter().filter_map(|f| step_of(&f.path).map(|s| (s, &f.path))).collect();
+        v.sort();
+        v.into_iter().map(|(_, p)| p.clone()).collect::<Vec<_>>()
+    };
+    let by_mtime = || {
+        let mut v: Vec<(f64, &String)> = folders.iter().map(|f| (f.mtime, &f.path)).collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        v
+    };
+    match order {
+        RotationOrder::Numeric => numeric(),
+        RotationOrder::Mtime => by_mtime().into_iter().map(|(_, p)| p.clone()).collect(),
+        RotationOrder::MtimeWithNumericFallback => {
+            let v = by_mtime();
+            if v.len() > 1 && v[v.len() - 1].0 - v[0].0 < 1.0 {
+                numeric()
+            } else {
+                v.into_iter().map(|(_, p)| p.clone()).collect()
+            }
+        }
+    }
+}
+
+/// `str(Path(p))`: drops a leading "./", repeated and trailing slashes.
+pub fn normalize(p: &str) -> String {
+    let abs = p.starts_with('/');
+    let parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    let body = parts.join("/");
+    if abs {
+        format!("/{body}")
+    } else if body.is_empty() {
+        ".".into()
+    } else {
+        body
+    }
+}
+
+/// How the best checkpoint is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// <= 5.0: the best is bubbled to second-to-last; `save_total_limit=1` keeps 2 when the best
+    /// is not the newest. `guarded`: a best missing from the list is skipped (4.35+) instead of
+    /// raising `ValueError: '<path>' is not in list`.
+    Bubble { guarded: bool },
+    /// 5.1+: {newest, best} are protected; delete the oldest others down to the limit.
+    ProtectedSet,
+}
+
+/// The folders to delete after a save, oldest first.
+pub fn plan(
+    sorted: &[String],
+    limit: Option<i64>,
+    best: Option<&str>,
+    protection: Protection,
+) -> Result<Vec<String>, HfError> {
+    let Some(limit) = limit.filter(|l| *l > 0) else { return Ok(vec![]) };
+    let limit = limit as usize;
+    if sorted.len() <= limit {
+        return Ok(vec![]);
+    }
+    match protection {
+        Protection::Bubble { guarded } => {
+            let mut v = sorted.to_vec();
+            if let Some(b) = best {
+                let nb = normalize(b);
+                match v.iter().position(|p| *p == nb) {
+                    Some(i) => {
+                        for j in i..v.len().saturating_sub(2) {
+                            v.swap(j, j + 1);
+                        }
+                    }
+                    None if !guarded => {
+                        return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb))))
+                    }
+                    None => {}
+                }
+            }
+            let mut keep = limit;
+            if let Some(b) = best {
+                if limit == 1 && v.last().map(String::as_str) != Some(b) {
+                    keep = 2;
+                }
+            }
+            let n = v.len().saturating_sub(keep);
+            Ok(v[..n].to_vec())
+        }
+        Protection::ProtectedSet => {
+            let mut protected = vec![sorted[sorted.len() - 1].clone()];
+            if let Some(b) = best {
+                let nb = normalize(b);
+                if !protected.contains(&nb) {
+                    protected.push(nb);
+                }
+            }
+            let keep = limit.max(protected.len());
+            let mut remaining = sorted.len();
+            let mut out = vec![];
+            for c in sorted {
+                if remaining <= keep {
+                    break;
+                }
+                if protected.contains(c) {
+                    continue;
+                }
+                out.push(c.clone());
+                remaining -= 1;
+            }
+            Ok(out)
+        }
+    }
+}

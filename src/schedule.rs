@@ -1,0 +1,99 @@
+//! When to log, evaluate, save and stop: HF's DefaultFlowCallback as pure functions of the step
+//! and the resolved intervals. The executor ORs the result into its control flags.
+
+use crate::args::{Args, Interval, Num};
+use crate::profile::Profile;
+
+/// TrainerControl's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Control {
+    pub should_training_stop: bool,
+    pub should_epoch_stop: bool,
+    pub should_save: bool,
+    pub should_evaluate: bool,
+    pub should_log: bool,
+}
+
+/// logging/eval/save intervals after ratio resolution (`ceil(max_steps * ratio)` below 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Intervals {
+    pub logging: Num,
+    /// `None` when `eval_steps` is unset (the state then shows the dataclass default 500).
+    pub eval: Option<Num>,
+    pub save: Num,
+}
+
+/// HF's ratio rule. `zero_is_ratio`: 4.32+ resolves any value < 1 (0 stays 0 through ceil);
+/// 4.31 skips falsy values — the result is the same number.
+pub fn resolve_ratio(n: Num, max_steps: i64) -> Num {
+    if n.f() < 1.0 {
+        Num::Int((max_steps as f64 * n.f()).ceil() as i64)
+    } else {
+        n
+    }
+}
+
+impl Intervals {
+    pub fn resolve(args: &Args, max_steps: i64) -> Intervals {
+        Intervals {
+            logging: resolve_ratio(args.logging_steps, max_steps),
+            eval: args.eval_steps.map(|e| resolve_ratio(e, max_steps)),
+            save: resolve_ratio(args.save_steps, max_steps),
+        }
+    }
+}
+
+/// Python's `a % b == 0` for a step and an interval.
+fn divides(step: u64, n: Num) -> bool {
+    let b = n.f();
+    if b == 0.0 {
+        // Python raises ZeroDivisionError; HF's validation keeps every checked interval nonzero.
+        return false;
+    }
+    (step as f64) % b == 0.0
+}
+
+/// `DefaultFlowCallback.on_step_end`.
+pub fn on_step_end(args: &Args, iv: &Intervals, profile: &Profile, global_step: u64, max_steps: i64, c: &mut Control) {
+    if global_step == 1 && args.logging_first_step {
+        c.should_log = true;
+    }
+    if args.logging_strategy == Interval::Steps && divides(global_step, iv.logging) {
+        c.should_log = true;
+    }
+    let eval_due = |step: u64| {
+        args.eval_strategy == Interval::Steps && iv.eval.is_some_and(|e| divides(step, e)) && args.eval_delay.f() <= step as f64
+    };
+    if eval_due(global_step) {
+        c.should_evaluate = true;
+    }
+    if args.save_strategy == Interval::Steps && iv.save.f() > 0.0 && divides(global_step, iv.save) {
+        c.should_save = true;
+    }
+    if global_step as i64 >= max_steps {
+        c.should_training_stop = true;
+        if profile.final_step_eval
+            && args.eval_strategy == Interval::Steps
+            && !iv.eval.is_some_and(|e| divides(global_step, e))
+            && args.eval_delay.f() <= global_step as f64
+        {
+            c.should_evaluate = true;
+        }
+        if profile.final_step_save && args.save_strategy == Interval::Steps {
+            c.should_save = true;
+        }
+    }
+}
+
+/// `DefaultFlowCallback.on_epoch_end`.
+pub fn on_epoch_end(args: &Args, epoch: f64, c: &mut Control) {
+    if args.logging_strategy == Interval::Epoch {
+        c.should_log = true;
+    }
+    if args.eval_strategy == Interval::Epoch && args.eval_delay.f() <= epoch {
+        c.should_evaluate = true;
+    }
+    if args.save_strategy == Interval::Epoch {
+        c.should_save = true;
+    }
+}

@@ -1,0 +1,114 @@
+//! TrainerState as the version serialises it (`json.dumps(asdict(state), indent=2,
+//! sort_keys=True)`): which fields exist is a profile matter; values keep Python's types.
+
+use crate::best::Best;
+use crate::profile::Profile;
+use crate::pyjson::{DumpOptions, PyJson};
+use crate::schedule::{Control, Intervals};
+
+/// One log_history entry: `{**logs, "step": global_step}` in insertion order.
+pub type LogEntry = Vec<(String, PyJson)>;
+
+#[derive(Debug, Clone)]
+pub struct TrainerState {
+    /// `None` before training in older versions; the int 0 at train start; a float after a step.
+    pub epoch: Option<crate::args::Num>,
+    pub global_step: u64,
+    pub max_steps: i64,
+    pub num_train_epochs: i64,
+    pub total_flos: f64,
+    pub log_history: Vec<LogEntry>,
+    pub best: Best,
+    pub intervals: Option<Intervals>,
+    pub train_batch_size: Option<usize>,
+    /// `stateful_callbacks` as last refreshed (at init, then at each save).
+    pub stateful_callbacks: Vec<(String, PyJson)>,
+}
+
+impl TrainerState {
+    pub fn new(profile: &Profile) -> TrainerState {
+        TrainerState {
+            epoch: if profile.epoch_starts_at_zero { Some(crate::args::Num::Int(0)) } else { None },
+            global_step: 0,
+            max_steps: 0,
+            num_train_epochs: 0,
+            total_flos: 0.0,
+            log_history: vec![],
+            best: Best::default(),
+            intervals: None,
+            train_batch_size: None,
+            stateful_callbacks: vec![],
+        }
+    }
+
+    /// `asdict(state)` with keys sorted at every level (what the JSON file holds).
+    pub fn to_json(&self, profile: &Profile) -> PyJson {
+        let opt_str = |s: &Option<String>| s.as_ref().map(|s| PyJson::Str(s.clone())).unwrap_or(PyJson::Null);
+        let mut d: Vec<(String, PyJson)> = vec![
+            ("best_metric".into(), self.best.best_metric.clone().unwrap_or(PyJson::Null)),
+            ("best_model_checkpoint".into(), opt_str(&self.best.best_model_checkpoint)),
+            ("epoch".into(), self.epoch.map(|e| e.to_json()).unwrap_or(PyJson::Null)),
+            ("global_step".into(), PyJson::Int(self.global_step as i128)),
+            ("is_hyper_param_search".into(), PyJson::Bool(false)),
+            ("is_local_process_zero".into(), PyJson::Bool(true)),
+            ("is_world_process_zero".into(), PyJson::Bool(true)),
+            ("log_history".into(), PyJson::List(self.log_history.iter().map(|e| PyJson::Dict(e.clone())).collect())),
+            ("max_steps".into(), PyJson::Int(self.max_steps as i128)),
+            ("num_train_epochs".into(), PyJson::Int(self.num_train_epochs as i128)),
+            ("total_flos".into(), PyJson::Float(self.total_flos)),
+            ("trial_name".into(), PyJson::Null),
+            ("trial_params".into(), PyJson::Null),
+        ];
+        if profile.state_has_best_global_step {
+            d.push(("best_global_step".into(), self.best.best_global_step.map(|s| PyJson::Int(s as i128)).unwrap_or(PyJson::Null)));
+        }
+        if profile.state_has_intervals {
+            let iv = self.intervals;
+            let n = |x: Option<crate::args::Num>| x.map(|v| v.to_json()).unwrap_or(PyJson::Int(500));
+            d.push(("logging_steps".into(), n(iv.map(|i| i.logging))));
+            d.push(("eval_steps".into(), n(iv.and_then(|i| i.eval))));
+            d.push(("save_steps".into(), n(iv.map(|i| i.save))));
+        }
+        if profile.state_has_batch_and_tokens {
+            d.push(("num_input_tokens_seen".into(), PyJson::Int(0)));
+            d.push(("train_batch_size".into(), self.train_batch_size.map(|b| PyJson::Int(b as i128)).unwrap_or(PyJson::Null)));
+        }
+        if profile.state_has_stateful_callbacks {
+            d.push(("stateful_callbacks".into(), PyJson::Dict(self.stateful_callbacks.clone())));
+        }
+        sorted(PyJson::Dict(d))
+    }
+
+    pub fn to_json_string(&self, profile: &Profile) -> String {
+        crate::pyjson::dumps(&self.to_json(profile), &DumpOptions::hf()).expect("state is serialisable") + "\n"
+    }
+}
+
+/// `TrainerControl.state()`: the ExportableState entry of the control flags.
+pub fn control_state(c: &Control) -> PyJson {
+    PyJson::Dict(vec![
+        (
+            "args".into(),
+            PyJson::Dict(vec![
+                ("should_training_stop".into(), PyJson::Bool(c.should_training_stop)),
+                ("should_epoch_stop".into(), PyJson::Bool(c.should_epoch_stop)),
+                ("should_save".into(), PyJson::Bool(c.should_save)),
+                ("should_evaluate".into(), PyJson::Bool(c.should_evaluate)),
+                ("should_log".into(), PyJson::Bool(c.should_log)),
+            ]),
+        ),
+        ("attributes".into(), PyJson::Dict(vec![])),
+    ])
+}
+
+/// Sorts dict keys at every level, as `json.dumps(..., sort_keys=True)` then `json.loads` does.
+pub fn sorted(v: PyJson) -> PyJson {
+    match v {
+        PyJson::Dict(mut d) => {
+            d.sort_by(|a, b| a.0.cmp(&b.0));
+            PyJson::Dict(d.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        PyJson::List(l) => PyJson::List(l.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}

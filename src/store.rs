@@ -1,0 +1,170 @@
+//! The files of a checkpoint folder, as the version writes them. Only the executor calls this;
+//! formats live in `torch_format`, `safetensors` and `pyjson`.
+
+use crate::args::Args;
+use crate::optim::PyValue;
+use crate::profile::Profile;
+use crate::pyjson::{self, DumpOptions, PyJson};
+use crate::rng::{NumpyRandomState, PythonRandomState};
+use crate::safetensors;
+use crate::torch_format::{self, Tensor, Value};
+use std::path::Path;
+
+pub type Result<T> = std::result::Result<T, String>;
+
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+fn save_opts(profile: &Profile) -> torch_format::SaveOptions {
+    torch_format::SaveOptions { style: profile.archive_style, ..Default::default() }
+}
+
+/// The model weights: `model.safetensors` (`{"format": "pt"}` metadata) or `pytorch_model.bin`
+/// (a torch-saved state dict).
+pub fn write_weights(dir: &Path, profile: &Profile, a: f32, b: f32) -> Result<()> {
+    if profile.weights_file == "model.safetensors" {
+        let (ab, bb) = (a.to_le_bytes(), b.to_le_bytes());
+        let shape: [u64; 0] = [];
+        let ts = [
+            safetensors::TensorRef::new("a", safetensors::Dtype::F32, &shape, &ab),
+            safetensors::TensorRef::new("b", safetensors::Dtype::F32, &shape, &bb),
+        ];
+        safetensors::save(dir.join("model.safetensors"), &ts, Some(&[("format", "pt")]), &Default::default()).map_err(e)?;
+    } else {
+        let sd = Value::ordered_dict(vec![
+            (Value::str("a"), Value::Tensor(Tensor::scalar(a))),
+            (Value::str("b"), Value::Tensor(Tensor::scalar(b))),
+        ]);
+        torch_format::save_with(dir.join(profile.weights_file), &sd, &save_opts(profile)).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).
+pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64) -> Result<()> {
+    let mut d: Vec<(String, PyJson)> = vec![
+        ("a".into(), PyJson::Float(a)),
+        ("architectures".into(), PyJson::List(vec![PyJson::Str("RegressionModel".into())])),
+        ("b".into(), PyJson::Float(b)),
+        (profile.config_dtype_key.into(), PyJson::Str("float32".into())),
+        ("model_type".into(), PyJson::Str("regression".into())),
+        ("transformers_version".into(), PyJson::Str(profile.version.into())),
+    ];
+    if profile.config_use_cache {
+        d.push(("use_cache".into(), PyJson::Bool(false)));
+    }
+    let text = pyjson::dumps(&PyJson::Dict(d), &DumpOptions::hf()).map_err(e)? + "\n";
+    std::fs::write(dir.join("config.json"), text).map_err(e)
+}
+
+/// `training_args.bin`: the pickled TrainingArguments object (its `__dict__`).
+pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result<()> {
+    let state: Vec<(Value, Value)> = args.all.iter().map(|(k, v)| (Value::str(k.clone()), pyjson_to_value(v))).collect();
+    let obj = Value::new_object("transformers.training_args", "TrainingArguments", Value::Dict(state));
+    torch_format::save_with(dir.join("training_args.bin"), &obj, &save_opts(profile)).map_err(e)?;
+    Ok(())
+}
+
+pub fn pyjson_to_value(v: &PyJson) -> Value {
+    match v {
+        PyJson::Null => Value::None,
+        PyJson::Bool(b) => Value::Bool(*b),
+        PyJson::Int(i) => Value::Int(*i as i64),
+        PyJson::BigInt(s) => Value::Str(s.clone()),
+        PyJson::Float(f) => Value::Float(*f),
+        PyJson::Str(s) => Value::Str(s.clone()),
+        PyJson::List(l) => Value::List(l.iter().map(pyjson_to_value).collect()),
+        PyJson::Dict(d) => Value::Dict(d.iter().map(|(k, v)| (Value::str(k.clone()), pyjson_to_value(v))).collect()),
+    }
+}
+
+/// A state dict from the numerics layer as a pickle value.
+pub fn pyvalue_to_value(v: &PyValue) -> Value {
+    match v {
+        PyValue::None => Value::None,
+        PyValue::Bool(b) => Value::Bool(*b),
+        PyValue::Int(i) => Value::Int(*i),
+        PyValue::Float(f) => Value::Float(*f),
+        PyValue::Str(s) => Value::Str(s.clone()),
+        PyValue::List(l) => Value::List(l.iter().map(pyvalue_to_value).collect()),
+        PyValue::Tuple(l) => Value::Tuple(l.iter().map(pyvalue_to_value).collect()),
+        PyValue::Dict(d) => Value::Dict(d.iter().map(|(k, v)| (pyvalue_to_value(k), pyvalue_to_value(v))).collect()),
+        PyValue::TensorF32 { shape, data } => {
+            Value::Tensor(Tensor::from_vec(shape, data.clone()).expect("shape matches data"))
+        }
+    }
+}
+
+pub fn write_pyvalue(path: &Path, v: &PyValue, profile: &Profile) -> Result<()> {
+    torch_format::save_with(path, &pyvalue_to_value(v), &save_opts(profile)).map_err(e)?;
+    Ok(())
+}
+
+/// `rng_state.pth`: `{"python": random.getstate(), "numpy": np.random.get_state(), "cpu":
+/// torch.get_rng_state()}` (CPU runs have no cuda entry).
+pub fn write_rng(dir: &Path, profile: &Profile, seed: i64, torch_state: &[u8]) -> Result<()> {
+    let py = PythonRandomState::seeded(seed);
+    let python = Value::Tuple(vec![
+        Value::Int(py.version),
+        Value::Tuple(py.internal_state().into_iter().map(Value::from_u64).collect()),
+        Value::None,
+    ]);
+    let np = NumpyRandomState::seeded(seed)?;
+    let key_bytes: Vec<u8> = np.key.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let ndarray = numpy_u32_array(profile, &key_bytes, np.key.len());
+    let numpy = Value::Tuple(vec![
+        Value::str(NumpyRandomState::NAME),
+        ndarray,
+        Value::Int(np.pos),
+        Value::Int(np.has_gauss),
+        Value::Float(np.cached_gaussian),
+    ]);
+    let cpu = Value::Tensor(Tensor::from_vec(&[torch_state.len() as i64], torch_state.to_vec()).map_err(e)?);
+    let d = Value::dict([("python", python), ("numpy", numpy), ("cpu", cpu)]);
+    torch_format::save_with(dir.join("rng_state.pth"), &d, &save_opts(profile)).map_err(e)?;
+    Ok(())
+}
+
+/// A 1-d little-endian uint32 numpy array as `ndarray.__reduce__` pickles it.
+fn numpy_u32_array(profile: &Profile, bytes: &[u8], n: usize) -> Value {
+    let module = profile.numpy_core_module;
+    let latin1: String = bytes.iter().map(|&b| b as char).collect();
+    let encoded = Value::reduce("_codecs", "encode", vec![Value::Str(latin1), Value::str("latin1")]);
+    let dtype = {
+        let mut o = Value::reduce("numpy", "dtype", vec![Value::str("u4"), Value::Bool(false), Value::Bool(true)]);
+        if let Value::Object(obj) = &mut o {
+            obj.state = Some(Value::Tuple(vec![
+                Value::Int(3),
+                Value::str("<"),
+                Value::None,
+                Value::None,
+                Value::None,
+                Value::Int(-1),
+                Value::Int(-1),
+                Value::Int(0),
+            ]));
+        }
+        o
+    };
+    let mut arr = Value::reduce(
+        module,
+        "_reconstruct",
+        vec![Value::Global(torch_format::Global::new("numpy", "ndarray")), Value::Tuple(vec![Value::Int(0)]), encoded_b()],
+    );
+    if let Value::Object(obj) = &mut arr {
+        obj.state = Some(Value::Tuple(vec![
+            Value::Int(1),
+            Value::Tuple(vec![Value::Int(n as i64)]),
+            dtype,
+            Value::Bool(false),
+            encoded,
+        ]));
+    }
+    arr
+}
+
+/// `_codecs.encode('b', 'latin1')`: the byte string numpy passes to `_reconstruct`.
+fn encoded_b() -> Value {
+    Value::reduce("_codecs", "encode", vec![Value::str("b"), Value::str("latin1")])
+}
