@@ -288,6 +288,37 @@ def training_args_fields(world):
     return json.dumps({"fields": out}, indent=1) + "\n"
 
 
+def training_args_template(world):
+    """The pickle (protocol 2, as torch.save writes it into data.pkl) of the TrainingArguments
+    object a Trainer holds for a scenario with no args: the runner's fixed settings, after the
+    Trainer's init touched it (device, n_gpu). The Rust side patches the scenario's fields into
+    it to write training_args.bin, so that the private state HF keeps (accelerate's
+    PartialState, cached device, ...) comes from HF itself.
+    """
+    import io
+    import zipfile
+    from transformers import Trainer, TrainingArguments
+
+    tmp = tempfile.mkdtemp(prefix="ckptspec-args-")
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        args = dict(output_dir="output", report_to="none", disable_tqdm=True)
+        if "logging_dir" in TrainingArguments.__dataclass_fields__:
+            args["logging_dir"] = "output/runs"
+        targs = TrainingArguments(**args)
+        model = world["RegressionModel"](world["RegressionConfig"]())
+        Trainer(model=model, args=targs, train_dataset=world["RegressionSet"](8, 0))
+        buf = io.BytesIO()
+        world["torch"].save(targs, buf)
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(tmp)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
+        name = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+        return z.read(name)
+
+
 # ---------------------------------------------------------------- check mode
 
 def _load_json(path):
@@ -400,10 +431,13 @@ def main(argv=None):
     fields = training_args_fields(world)
     with open(os.path.join(target, "TRAINING_ARGS.json"), "w") as f:
         f.write(fields)
+    template = training_args_template(world)
+    with open(os.path.join(target, "TRAINING_ARGS.pkl"), "wb") as f:
+        f.write(template)
 
     if not a.check:
         if not a.only:  # drop golden folders whose scenario is gone
-            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json"}
+            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json", "TRAINING_ARGS.pkl"}
             for entry in os.listdir(golden_root):
                 if entry not in keep:
                     shutil.rmtree(os.path.join(golden_root, entry))
@@ -418,6 +452,10 @@ def main(argv=None):
     fields_golden = os.path.join(golden_root, "TRAINING_ARGS.json")
     if not os.path.exists(fields_golden) or open(fields_golden).read() != fields:
         print("TRAINING_ARGS.json differs from the golden one")
+        bad += 1
+    tmpl_golden = os.path.join(golden_root, "TRAINING_ARGS.pkl")
+    if not os.path.exists(tmpl_golden) or open(tmpl_golden, "rb").read() != template:
+        print("TRAINING_ARGS.pkl differs from the golden one")
         bad += 1
     for sc in scs:
         g = os.path.join(golden_root, sc["name"])

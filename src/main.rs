@@ -1,5 +1,5 @@
 //! The `ckptspec` command line. See README.md.
-use ckptspec::{conformance, profile::Profile, runner};
+use ckptspec::{conformance, diff, profile::Profile, runner};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,7 +7,11 @@ const USAGE: &str = "usage:
   ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR]
       run every scenario through the Rust trainer for every HF profile and diff with golden/
   ckptspec run PATH --hf VERSION --out DIR
-      run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)";
+      run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)
+  ckptspec diff EXPECTED ACTUAL [--max N]
+      compare two run directories (or two bare HF output folders): structure, JSON fields,
+      tensors, error; prints the first difference and up to N (default 50) of all of them;
+      exit status 0 when they agree, 1 when they differ";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -59,6 +63,31 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             let profile = Profile::get(&hf)?;
             runner::run_path(&path, &profile, &out).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
+        }
+        "diff" => {
+            let mut paths = Vec::new();
+            let mut cap = 50usize;
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "--max" => {
+                        let v = it.next().ok_or(format!("--max needs a number\n{USAGE}"))?;
+                        cap = v.parse().map_err(|_| format!("--max {v}: not a number\n{USAGE}"))?;
+                    }
+                    p if !p.starts_with("--") && paths.len() < 2 => paths.push(PathBuf::from(p)),
+                    other => return Err(format!("unexpected argument {other}\n{USAGE}")),
+                }
+            }
+            let [expected, actual] = <[PathBuf; 2]>::try_from(paths)
+                .map_err(|_| format!("diff needs two folders, EXPECTED and ACTUAL\n{USAGE}"))?;
+            for p in [&expected, &actual] {
+                if !p.is_dir() {
+                    return Err(format!("{}: not a folder", p.display()));
+                }
+            }
+            let rep = diff::compare_run_dirs(&expected, &actual).map_err(|e| e.to_string())?;
+            print!("{}", rep.render(&expected, &actual, cap));
+            Ok(if rep.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");

@@ -129,6 +129,10 @@ pub struct Profile {
     /// config.json's dtype key (`dtype` in 5.x, `torch_dtype` before) and `use_cache: false` (5.x).
     pub config_dtype_key: &'static str,
     pub config_use_cache: bool,
+    /// The pickled TrainingArguments of a scenario without arguments (golden/hf-V/TRAINING_ARGS.pkl).
+    pub training_args_template: &'static [u8],
+    /// HF's weight-decay exclusion also matches norm-named parameters (5.x).
+    pub decay_norm_patterns: bool,
 }
 
 impl Profile {
@@ -182,6 +186,8 @@ impl Profile {
                 cleanup_uses_samefile: true,
                 config_dtype_key: "dtype",
                 config_use_cache: true,
+                training_args_template: include_bytes!("../golden/hf-5.24.0/TRAINING_ARGS.pkl"),
+                decay_norm_patterns: true,
             }),
             "4.31.0" => Ok(Profile {
                 version: "4.31.0",
@@ -229,6 +235,8 @@ impl Profile {
                 cleanup_uses_samefile: false,
                 config_dtype_key: "torch_dtype",
                 config_use_cache: false,
+                training_args_template: include_bytes!("../golden/hf-4.31.0/TRAINING_ARGS.pkl"),
+                decay_norm_patterns: false,
             }),
             _ => Err(format!("unsupported --hf version {version:?}; supported: {}", SUPPORTED.join(", "))),
         }
@@ -241,6 +249,18 @@ impl Profile {
 
     pub fn has_field(&self, name: &str) -> bool {
         self.fields.iter().any(|(n, _)| n == name)
+    }
+
+    /// The enum class (module, name) HF converts a string argument into, if any.
+    pub fn enum_class_of(&self, name: &str) -> Option<(&'static str, &'static str)> {
+        match name {
+            "eval_strategy" | "evaluation_strategy" | "logging_strategy" => Some(("transformers.trainer_utils", "IntervalStrategy")),
+            "save_strategy" => Some(("transformers.trainer_utils", self.save_strategy_enum)),
+            "hub_strategy" => Some(("transformers.trainer_utils", "HubStrategy")),
+            "lr_scheduler_type" => Some(("transformers.trainer_utils", "SchedulerType")),
+            "optim" => Some(("transformers.training_args", "OptimizerNames")),
+            _ => None,
+        }
     }
 
     pub fn default_of(&self, name: &str) -> Option<&Value> {

@@ -51,14 +51,19 @@ impl PyJson {
                 } else if let Ok(x) = u64::try_from(*i) {
                     J::from(x)
                 } else {
-                    return Err(FormatError::unwritable(format!("int {i} does not fit serde_json")));
+                    return Err(FormatError::unwritable(format!(
+                        "int {i} does not fit serde_json"
+                    )));
                 }
             }
-            PyJson::BigInt(s) => return Err(FormatError::unwritable(format!("int {s} does not fit serde_json"))),
-            PyJson::Float(f) => J::Number(
-                serde_json::Number::from_f64(*f)
-                    .ok_or_else(|| FormatError::unwritable(format!("{} has no serde_json form", float_repr(*f))))?,
-            ),
+            PyJson::BigInt(s) => {
+                return Err(FormatError::unwritable(format!(
+                    "int {s} does not fit serde_json"
+                )))
+            }
+            PyJson::Float(f) => J::Number(serde_json::Number::from_f64(*f).ok_or_else(|| {
+                FormatError::unwritable(format!("{} has no serde_json form", float_repr(*f)))
+            })?),
             PyJson::Str(s) => J::String(s.clone()),
             PyJson::List(v) => J::Array(v.iter().map(|x| x.to_serde()).collect::<Result<_>>()?),
             PyJson::Dict(d) => {
@@ -89,7 +94,11 @@ impl From<&serde_json::Value> for PyJson {
             }
             J::String(s) => PyJson::Str(s.clone()),
             J::Array(a) => PyJson::List(a.iter().map(PyJson::from).collect()),
-            J::Object(o) => PyJson::Dict(o.iter().map(|(k, v)| (k.clone(), PyJson::from(v))).collect()),
+            J::Object(o) => PyJson::Dict(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), PyJson::from(v)))
+                    .collect(),
+            ),
         }
     }
 }
@@ -139,14 +148,23 @@ pub struct DumpOptions {
 
 impl Default for DumpOptions {
     fn default() -> Self {
-        DumpOptions { indent: None, sort_keys: false, ensure_ascii: true, allow_nan: true }
+        DumpOptions {
+            indent: None,
+            sort_keys: false,
+            ensure_ascii: true,
+            allow_nan: true,
+        }
     }
 }
 
 impl DumpOptions {
     /// `indent=2, sort_keys=True`: what HF uses for trainer_state.json and config.json.
     pub fn hf() -> Self {
-        DumpOptions { indent: Some(2), sort_keys: true, ..DumpOptions::default() }
+        DumpOptions {
+            indent: Some(2),
+            sort_keys: true,
+            ..DumpOptions::default()
+        }
     }
 }
 
@@ -159,13 +177,23 @@ pub fn float_repr(x: f64) -> String {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // Python's repr: the fewest digits that round-trip, and of those the decimal nearest to x
     // with ties to even. Rust's `{:e}` gives the fewest digits; its fixed-precision formatting
     // rounds exactly, ties to even (Rust's shortest form may break an exact tie the other way).
     let shortest = format!("{:e}", x);
-    let n = shortest.split_once('e').expect("exponent").0.chars().filter(|c| c.is_ascii_digit()).count();
+    let n = shortest
+        .split_once('e')
+        .expect("exponent")
+        .0
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .count();
     let s = format!("{:.*e}", n.saturating_sub(1), x);
     let (mant, exp) = s.split_once('e').expect("exponent");
     let exp: i32 = exp.parse().expect("exponent digits");
@@ -234,7 +262,10 @@ fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
 
 fn write_float(out: &mut String, f: f64, opts: &DumpOptions) -> Result<()> {
     if !f.is_finite() && !opts.allow_nan {
-        return Err(FormatError::unwritable(format!("out of range float value {} (allow_nan is off)", float_repr(f))));
+        return Err(FormatError::unwritable(format!(
+            "out of range float value {} (allow_nan is off)",
+            float_repr(f)
+        )));
     }
     if f.is_nan() {
         out.push_str("NaN");
@@ -336,8 +367,15 @@ impl<'a> Parser<'a> {
     fn err(&self, msg: impl Into<String>) -> FormatError {
         let before = &self.text[..self.pos.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
-        let column = before.rfind('\n').map_or(before.chars().count() + 1, |i| before[i + 1..].chars().count() + 1);
-        FormatError::Json { path: String::new(), line, column, msg: msg.into() }
+        let column = before.rfind('\n').map_or(before.chars().count() + 1, |i| {
+            before[i + 1..].chars().count() + 1
+        });
+        FormatError::Json {
+            path: String::new(),
+            line,
+            column,
+            msg: msg.into(),
+        }
     }
     fn ws(&mut self) {
         while self.pos < self.s.len() && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
@@ -358,7 +396,9 @@ impl<'a> Parser<'a> {
             return Err(self.err("nesting too deep"));
         }
         self.ws();
-        let Some(&c) = self.s.get(self.pos) else { return Err(self.err("Expecting value")) };
+        let Some(&c) = self.s.get(self.pos) else {
+            return Err(self.err("Expecting value"));
+        };
         match c {
             b'{' => {
                 self.pos += 1;
@@ -448,7 +488,9 @@ impl<'a> Parser<'a> {
             return Err(self.err("Extra data"));
         }
         let mut is_float = false;
-        if self.s.get(self.pos) == Some(&b'.') && self.s.get(self.pos + 1).is_some_and(|c| c.is_ascii_digit()) {
+        if self.s.get(self.pos) == Some(&b'.')
+            && self.s.get(self.pos + 1).is_some_and(|c| c.is_ascii_digit())
+        {
             self.pos += 1;
             digits(self);
             is_float = true;
@@ -467,7 +509,9 @@ impl<'a> Parser<'a> {
         }
         let text = &self.text[start..self.pos];
         if is_float {
-            return Ok(PyJson::Float(text.parse().map_err(|_| self.err("bad number"))?));
+            return Ok(PyJson::Float(
+                text.parse().map_err(|_| self.err("bad number"))?,
+            ));
         }
         Ok(match text.parse::<i128>() {
             Ok(i) => PyJson::Int(i),
@@ -476,7 +520,10 @@ impl<'a> Parser<'a> {
     }
 
     fn hex4(&mut self) -> Result<u32> {
-        let h = self.s.get(self.pos..self.pos + 4).ok_or_else(|| self.err("Invalid \\uXXXX escape"))?;
+        let h = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .ok_or_else(|| self.err("Invalid \\uXXXX escape"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("Invalid \\uXXXX escape"))?;
         let v = u32::from_str_radix(h, 16).map_err(|_| self.err("Invalid \\uXXXX escape"))?;
         self.pos += 4;
@@ -488,11 +535,16 @@ impl<'a> Parser<'a> {
         let mut out = String::new();
         loop {
             let start = self.pos;
-            while self.pos < self.s.len() && !matches!(self.s[self.pos], b'"' | b'\\') && self.s[self.pos] >= 0x20 {
+            while self.pos < self.s.len()
+                && !matches!(self.s[self.pos], b'"' | b'\\')
+                && self.s[self.pos] >= 0x20
+            {
                 self.pos += 1;
             }
             out.push_str(&self.text[start..self.pos]);
-            let Some(&c) = self.s.get(self.pos) else { return Err(self.err("Unterminated string starting at")) };
+            let Some(&c) = self.s.get(self.pos) else {
+                return Err(self.err("Unterminated string starting at"));
+            };
             match c {
                 b'"' => {
                     self.pos += 1;
@@ -500,7 +552,9 @@ impl<'a> Parser<'a> {
                 }
                 b'\\' => {
                     self.pos += 1;
-                    let Some(&e) = self.s.get(self.pos) else { return Err(self.err("Unterminated string starting at")) };
+                    let Some(&e) = self.s.get(self.pos) else {
+                        return Err(self.err("Unterminated string starting at"));
+                    };
                     self.pos += 1;
                     match e {
                         b'"' => out.push('"'),
@@ -513,7 +567,9 @@ impl<'a> Parser<'a> {
                         b't' => out.push('\t'),
                         b'u' => {
                             let u = self.hex4()?;
-                            let cp = if (0xD800..0xDC00).contains(&u) && self.s[self.pos..].starts_with(b"\\u") {
+                            let cp = if (0xD800..0xDC00).contains(&u)
+                                && self.s[self.pos..].starts_with(b"\\u")
+                            {
                                 let save = self.pos;
                                 self.pos += 2;
                                 let lo = self.hex4()?;
@@ -526,8 +582,9 @@ impl<'a> Parser<'a> {
                             } else {
                                 u
                             };
-                            let ch = char::from_u32(cp)
-                                .ok_or_else(|| self.err("lone surrogate in string (not representable here)"))?;
+                            let ch = char::from_u32(cp).ok_or_else(|| {
+                                self.err("lone surrogate in string (not representable here)")
+                            })?;
                             out.push(ch);
                         }
                         _ => {
@@ -544,7 +601,11 @@ impl<'a> Parser<'a> {
 
 /// `json.loads(text)`.
 pub fn loads(text: &str) -> Result<PyJson> {
-    let mut p = Parser { s: text.as_bytes(), text, pos: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        text,
+        pos: 0,
+    };
     let v = p.value(0)?;
     p.ws();
     if p.pos != p.s.len() {
@@ -561,13 +622,19 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<PyJson> {
 }
 
 /// Writes `dumps(v, opts)` plus a final newline (as HF writes its JSON files) to `path`.
-pub fn write_file(path: impl AsRef<Path>, v: &PyJson, opts: &DumpOptions, fsync: bool) -> Result<()> {
+pub fn write_file(
+    path: impl AsRef<Path>,
+    v: &PyJson,
+    opts: &DumpOptions,
+    fsync: bool,
+) -> Result<()> {
     let path = path.as_ref();
     let run = || -> Result<()> {
         let mut text = dumps(v, opts)?;
         text.push('\n');
         let mut f = std::fs::File::create(path).map_err(|e| FormatError::io("create", e))?;
-        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| FormatError::io("write", e))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())
+            .map_err(|e| FormatError::io("write", e))?;
         if fsync {
             f.sync_all().map_err(|e| FormatError::io("fsync", e))?;
         }

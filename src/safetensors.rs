@@ -165,7 +165,12 @@ pub fn shape_u64(t: &Tensor) -> Vec<u64> {
 
 impl<'a> TensorRef<'a> {
     pub fn new(name: &'a str, dtype: Dtype, shape: &'a [u64], bytes: &'a [u8]) -> Self {
-        TensorRef { name, dtype, shape, data: Data::Bytes(bytes) }
+        TensorRef {
+            name,
+            dtype,
+            shape,
+            data: Data::Bytes(bytes),
+        }
     }
 
     /// A torch-format tensor that is the whole of its storage, row-major; `shape` must be
@@ -177,9 +182,17 @@ impl<'a> TensorRef<'a> {
             )));
         }
         let dtype = Dtype::from_torch(t.dtype()).ok_or_else(|| {
-            FormatError::unwritable(format!("tensor {name}: dtype {} has no safetensors name", t.dtype().torch_name()))
+            FormatError::unwritable(format!(
+                "tensor {name}: dtype {} has no safetensors name",
+                t.dtype().torch_name()
+            ))
         })?;
-        Ok(TensorRef { name, dtype, shape, data: Data::Source(t.storage.data.as_ref()) })
+        Ok(TensorRef {
+            name,
+            dtype,
+            shape,
+            data: Data::Source(t.storage.data.as_ref()),
+        })
     }
 }
 
@@ -192,7 +205,10 @@ pub struct SaveOptions {
 
 impl Default for SaveOptions {
     fn default() -> Self {
-        SaveOptions { fsync: false, buffer_size: 8 << 20 }
+        SaveOptions {
+            fsync: false,
+            buffer_size: 8 << 20,
+        }
     }
 }
 
@@ -211,15 +227,21 @@ fn ordered<'a, 'b>(tensors: &'b [TensorRef<'a>]) -> Result<Vec<&'b TensorRef<'a>
     v.sort_by(|a, b| b.dtype.cmp(&a.dtype).then(a.name.cmp(b.name)));
     for w in v.windows(2) {
         if w[0].name == w[1].name {
-            return Err(FormatError::unwritable(format!("tensor name {} given twice", w[0].name)));
+            return Err(FormatError::unwritable(format!(
+                "tensor name {} given twice",
+                w[0].name
+            )));
         }
     }
     for t in &v {
         if t.name == "__metadata__" {
-            return Err(FormatError::unwritable("a tensor may not be called __metadata__"));
+            return Err(FormatError::unwritable(
+                "a tensor may not be called __metadata__",
+            ));
         }
-        let need = nbytes(t.dtype, t.shape)
-            .ok_or_else(|| FormatError::unwritable(format!("tensor {}: bad shape {:?}", t.name, t.shape)))?;
+        let need = nbytes(t.dtype, t.shape).ok_or_else(|| {
+            FormatError::unwritable(format!("tensor {}: bad shape {:?}", t.name, t.shape))
+        })?;
         if need != t.data.len() {
             return Err(FormatError::unwritable(format!(
                 "tensor {}: shape {:?} of {} needs {need} bytes, data has {}",
@@ -234,7 +256,10 @@ fn ordered<'a, 'b>(tensors: &'b [TensorRef<'a>]) -> Result<Vec<&'b TensorRef<'a>
 }
 
 /// The header (length prefix included, padded) for these tensors.
-pub fn header_bytes(tensors: &[TensorRef<'_>], metadata: Option<&[(&str, &str)]>) -> Result<Vec<u8>> {
+pub fn header_bytes(
+    tensors: &[TensorRef<'_>],
+    metadata: Option<&[(&str, &str)]>,
+) -> Result<Vec<u8>> {
     let order = ordered(tensors)?;
     Ok(header_of(&order, metadata))
 }
@@ -242,7 +267,10 @@ pub fn header_bytes(tensors: &[TensorRef<'_>], metadata: Option<&[(&str, &str)]>
 fn header_of(order: &[&TensorRef<'_>], metadata: Option<&[(&str, &str)]>) -> Vec<u8> {
     let mut map = Map::new();
     if let Some(md) = metadata {
-        let m: Map<String, Json> = md.iter().map(|(k, v)| (k.to_string(), Json::String(v.to_string()))).collect();
+        let m: Map<String, Json> = md
+            .iter()
+            .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
+            .collect();
         map.insert("__metadata__".into(), Json::Object(m));
     }
     let mut off = 0u64;
@@ -250,8 +278,14 @@ fn header_of(order: &[&TensorRef<'_>], metadata: Option<&[(&str, &str)]>) -> Vec
         let n = t.data.len();
         let mut info = Map::new();
         info.insert("dtype".into(), Json::String(t.dtype.name().into()));
-        info.insert("shape".into(), Json::Array(t.shape.iter().map(|&s| Json::from(s)).collect()));
-        info.insert("data_offsets".into(), Json::Array(vec![Json::from(off), Json::from(off + n)]));
+        info.insert(
+            "shape".into(),
+            Json::Array(t.shape.iter().map(|&s| Json::from(s)).collect()),
+        );
+        info.insert(
+            "data_offsets".into(),
+            Json::Array(vec![Json::from(off), Json::from(off + n)]),
+        );
         map.insert(t.name.to_string(), Json::Object(info));
         off += n;
     }
@@ -285,7 +319,10 @@ pub fn save_to_writer<W: Write>(
                 })
                 .map_err(werr)?;
                 if got != t.data.len() {
-                    return Err(FormatError::unwritable(format!("tensor {}: source gave {got} bytes", t.name)));
+                    return Err(FormatError::unwritable(format!(
+                        "tensor {}: source gave {got} bytes",
+                        t.name
+                    )));
                 }
             }
         }
@@ -305,8 +342,14 @@ pub fn save(
     let path = path.as_ref();
     let run = || -> Result<u64> {
         let f = File::create(path).map_err(|e| FormatError::io("create", e))?;
-        let (w, n) = save_to_writer(BufWriter::with_capacity(opts.buffer_size.max(1), f), tensors, metadata)?;
-        let f = w.into_inner().map_err(|e| FormatError::io("write", e.into_error()))?;
+        let (w, n) = save_to_writer(
+            BufWriter::with_capacity(opts.buffer_size.max(1), f),
+            tensors,
+            metadata,
+        )?;
+        let f = w
+            .into_inner()
+            .map_err(|e| FormatError::io("write", e.into_error()))?;
         if opts.fsync {
             f.sync_all().map_err(|e| FormatError::io("fsync", e))?;
         }
@@ -325,6 +368,9 @@ pub struct TensorInfo {
     pub data_offsets: (u64, u64),
 }
 
+/// `__metadata__` entries in file order.
+pub type Metadata = Vec<(String, String)>;
+
 /// A safetensors file's header, validated against the file's size.
 #[derive(Clone, Debug)]
 pub struct SafeTensors {
@@ -332,7 +378,7 @@ pub struct SafeTensors {
     /// Length of the JSON header (padding included).
     pub header_len: u64,
     /// `__metadata__`, in file order.
-    pub metadata: Option<Vec<(String, String)>>,
+    pub metadata: Option<Metadata>,
     /// Tensors in header order.
     pub tensors: Vec<TensorInfo>,
 }
@@ -347,26 +393,42 @@ pub fn read_header(path: impl AsRef<Path>) -> Result<SafeTensors> {
 }
 
 /// Parses a header from the start of a safetensors byte buffer (`total_len`: file size).
-pub fn parse_header(bytes: &[u8], total_len: u64) -> Result<(u64, Option<Vec<(String, String)>>, Vec<TensorInfo>)> {
+pub fn parse_header(
+    bytes: &[u8],
+    total_len: u64,
+) -> Result<(u64, Option<Metadata>, Vec<TensorInfo>)> {
     let st = |m: String| FormatError::safetensors(m);
     if bytes.len() < 8 {
-        return Err(st(format!("truncated file: {} bytes, no header length", bytes.len())));
+        return Err(st(format!(
+            "truncated file: {} bytes, no header length",
+            bytes.len()
+        )));
     }
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
     if n > MAX_HEADER {
-        return Err(st(format!("header length {n} exceeds the limit of {MAX_HEADER}")));
+        return Err(st(format!(
+            "header length {n} exceeds the limit of {MAX_HEADER}"
+        )));
     }
     if 8 + n > total_len || 8 + n > bytes.len() as u64 {
-        return Err(st(format!("truncated header: {n} bytes announced, file has {total_len}")));
+        return Err(st(format!(
+            "truncated header: {n} bytes announced, file has {total_len}"
+        )));
     }
-    let text = std::str::from_utf8(&bytes[8..8 + n as usize]).map_err(|_| st("header is not UTF-8".into()))?;
-    let json: Json = serde_json::from_str(text).map_err(|e| st(format!("header is not JSON: {e}")))?;
-    let Json::Object(map) = json else { return Err(st("header is not a JSON object".into())) };
+    let text = std::str::from_utf8(&bytes[8..8 + n as usize])
+        .map_err(|_| st("header is not UTF-8".into()))?;
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| st(format!("header is not JSON: {e}")))?;
+    let Json::Object(map) = json else {
+        return Err(st("header is not a JSON object".into()));
+    };
     let mut metadata = None;
     let mut tensors = Vec::new();
     for (k, v) in map {
         if k == "__metadata__" {
-            let Json::Object(m) = v else { return Err(st("__metadata__ is not an object".into())) };
+            let Json::Object(m) = v else {
+                return Err(st("__metadata__ is not an object".into()));
+            };
             let mut md = Vec::new();
             for (mk, mv) in m {
                 let Json::String(s) = mv else {
@@ -388,9 +450,15 @@ pub fn parse_header(bytes: &[u8], total_len: u64) -> Result<(u64, Option<Vec<(St
             .and_then(|s| s.as_array())
             .ok_or_else(|| bad("no shape"))?
             .iter()
-            .map(|x| x.as_u64().ok_or_else(|| bad("shape is not a list of non-negative ints")))
+            .map(|x| {
+                x.as_u64()
+                    .ok_or_else(|| bad("shape is not a list of non-negative ints"))
+            })
             .collect::<Result<_>>()?;
-        let offs = v.get("data_offsets").and_then(|s| s.as_array()).ok_or_else(|| bad("no data_offsets"))?;
+        let offs = v
+            .get("data_offsets")
+            .and_then(|s| s.as_array())
+            .ok_or_else(|| bad("no data_offsets"))?;
         if offs.len() != 2 {
             return Err(bad("data_offsets is not [begin, end]"));
         }
@@ -401,16 +469,28 @@ pub fn parse_header(bytes: &[u8], total_len: u64) -> Result<(u64, Option<Vec<(St
         }
         let need = nbytes(dtype, &shape).ok_or_else(|| bad("shape overflows"))?;
         if need != e - b {
-            return Err(bad(&format!("shape {shape:?} of {} needs {need} bytes, offsets give {}", dtype.name(), e - b)));
+            return Err(bad(&format!(
+                "shape {shape:?} of {} needs {need} bytes, offsets give {}",
+                dtype.name(),
+                e - b
+            )));
         }
-        tensors.push(TensorInfo { name: k, dtype, shape, data_offsets: (b, e) });
+        tensors.push(TensorInfo {
+            name: k,
+            dtype,
+            shape,
+            data_offsets: (b, e),
+        });
     }
     let mut by_off: Vec<&TensorInfo> = tensors.iter().collect();
     by_off.sort_by_key(|t| t.data_offsets);
     let mut end = 0u64;
     for t in by_off {
         if t.data_offsets.0 != end {
-            return Err(st(format!("tensor {}: data_offsets do not follow the previous tensor (gap or overlap)", t.name)));
+            return Err(st(format!(
+                "tensor {}: data_offsets do not follow the previous tensor (gap or overlap)",
+                t.name
+            )));
         }
         end = t.data_offsets.1;
     }
@@ -431,26 +511,40 @@ fn read_header_inner(path: &Path) -> Result<SafeTensors> {
     let mut len8 = [0u8; 8];
     let got = read_up_to(&mut f, &mut len8)?;
     if got < 8 {
-        return Err(FormatError::safetensors(format!("truncated file: {total} bytes, no header length")));
+        return Err(FormatError::safetensors(format!(
+            "truncated file: {total} bytes, no header length"
+        )));
     }
     let n = u64::from_le_bytes(len8);
     if n > MAX_HEADER {
-        return Err(FormatError::safetensors(format!("header length {n} exceeds the limit of {MAX_HEADER}")));
+        return Err(FormatError::safetensors(format!(
+            "header length {n} exceeds the limit of {MAX_HEADER}"
+        )));
     }
     if 8 + n > total {
-        return Err(FormatError::safetensors(format!("truncated header: {n} bytes announced, file has {total}")));
+        return Err(FormatError::safetensors(format!(
+            "truncated header: {n} bytes announced, file has {total}"
+        )));
     }
     let mut buf = vec![0u8; 8 + n as usize];
     buf[..8].copy_from_slice(&len8);
-    f.read_exact(&mut buf[8..]).map_err(|e| FormatError::io("read", e))?;
+    f.read_exact(&mut buf[8..])
+        .map_err(|e| FormatError::io("read", e))?;
     let (header_len, metadata, tensors) = parse_header(&buf, total)?;
-    Ok(SafeTensors { path: path.to_path_buf(), header_len, metadata, tensors })
+    Ok(SafeTensors {
+        path: path.to_path_buf(),
+        header_len,
+        metadata,
+        tensors,
+    })
 }
 
 fn read_up_to(f: &mut File, buf: &mut [u8]) -> Result<usize> {
     let mut got = 0;
     while got < buf.len() {
-        let n = f.read(&mut buf[got..]).map_err(|e| FormatError::io("read", e))?;
+        let n = f
+            .read(&mut buf[got..])
+            .map_err(|e| FormatError::io("read", e))?;
         if n == 0 {
             break;
         }
@@ -481,7 +575,8 @@ impl SafeTensors {
     pub fn read(&self, info: &TensorInfo) -> Result<Vec<u8>> {
         let run = || -> Result<Vec<u8>> {
             let mut f = File::open(&self.path).map_err(|e| FormatError::io("open", e))?;
-            f.seek(SeekFrom::Start(self.data_start() + info.data_offsets.0)).map_err(|e| FormatError::io("seek", e))?;
+            f.seek(SeekFrom::Start(self.data_start() + info.data_offsets.0))
+                .map_err(|e| FormatError::io("seek", e))?;
             let mut buf = vec![0u8; (info.data_offsets.1 - info.data_offsets.0) as usize];
             f.read_exact(&mut buf).map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -498,8 +593,12 @@ impl SafeTensors {
     /// A tensor as a torch-format [`Tensor`] (bytes read into memory).
     pub fn tensor(&self, info: &TensorInfo) -> Result<Tensor> {
         let dtype = info.dtype.to_torch().ok_or_else(|| {
-            FormatError::invalid(format!("tensor {}: dtype {} has no torch dtype here", info.name, info.dtype.name()))
-                .at(&self.path)
+            FormatError::invalid(format!(
+                "tensor {}: dtype {} has no torch dtype here",
+                info.name,
+                info.dtype.name()
+            ))
+            .at(&self.path)
         })?;
         let shape: Vec<i64> = info.shape.iter().map(|&s| s as i64).collect();
         Tensor::new(dtype, &shape, Arc::new(self.read(info)?)).map_err(|e| e.at(&self.path))
@@ -540,14 +639,18 @@ mod tests {
             r#"{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F16","shape":[3],"data_offsets":[8,14]},"c":{"dtype":"BOOL","shape":[1],"data_offsets":[14,15]}}"#
         );
         assert_eq!((h.len() - 8) % 8, 0);
-        assert_eq!(header_bytes(&[], None).unwrap(), b"\x08\0\0\0\0\0\0\0{}      ".to_vec());
+        assert_eq!(
+            header_bytes(&[], None).unwrap(),
+            b"\x08\0\0\0\0\0\0\0{}      ".to_vec()
+        );
     }
 
     #[test]
     fn rejects_truncated_and_corrupt_headers() {
         let e = parse_header(b"\x10\0\0\0\0\0\0\0{}", 10).unwrap_err();
         assert!(e.to_string().contains("truncated header"), "{e}");
-        let mut good = header_bytes(&[TensorRef::new("x", Dtype::F32, &[1], &[0; 4])], None).unwrap();
+        let mut good =
+            header_bytes(&[TensorRef::new("x", Dtype::F32, &[1], &[0; 4])], None).unwrap();
         let n = good.len() as u64;
         let e = parse_header(&good, n + 2).unwrap_err();
         assert!(e.to_string().contains("truncated data"), "{e}");

@@ -32,10 +32,8 @@ pub fn write_weights(dir: &Path, profile: &Profile, a: f32, b: f32) -> Result<()
         ];
         safetensors::save(dir.join("model.safetensors"), &ts, Some(&[("format", "pt")]), &Default::default()).map_err(e)?;
     } else {
-        let sd = Value::ordered_dict(vec![
-            (Value::str("a"), Value::Tensor(Tensor::scalar(a))),
-            (Value::str("b"), Value::Tensor(Tensor::scalar(b))),
-        ]);
+        // save_pretrained hands torch.save a plain dict (after removing shared tensors).
+        let sd = Value::dict([("a", Value::Tensor(Tensor::scalar(a))), ("b", Value::Tensor(Tensor::scalar(b)))]);
         torch_format::save_with(dir.join(profile.weights_file), &sd, &save_opts(profile)).map_err(e)?;
     }
     Ok(())
@@ -58,10 +56,27 @@ pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64) -> Result<()>
     std::fs::write(dir.join("config.json"), text).map_err(e)
 }
 
-/// `training_args.bin`: the pickled TrainingArguments object (its `__dict__`).
+/// `training_args.bin`: the pickled TrainingArguments object. The version's own object for a
+/// scenario without arguments (golden/hf-V/TRAINING_ARGS.pkl, pickled by the real HF through
+/// the generator) carries HF's private state; the fields this scenario resolves differently are
+/// patched in, enum-typed ones as enum members.
 pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result<()> {
-    let state: Vec<(Value, Value)> = args.all.iter().map(|(k, v)| (Value::str(k.clone()), pyjson_to_value(v))).collect();
-    let obj = Value::new_object("transformers.training_args", "TrainingArguments", Value::Dict(state));
+    let mut obj = torch_format::unpickle(profile.training_args_template).map_err(e)?;
+    let Value::Object(o) = &mut obj else { return Err("TRAINING_ARGS.pkl is not an object".into()) };
+    let Some(Value::Dict(state)) = o.state.as_mut() else { return Err("TRAINING_ARGS.pkl has no __dict__".into()) };
+    for (name, v) in &args.all {
+        if profile.default_of(name).map(PyJson::from).as_ref() == Some(v) {
+            continue;
+        }
+        let value = match (profile.enum_class_of(name), v) {
+            (Some((module, class)), PyJson::Str(s)) => Value::enum_member(module, class, Value::str(s.clone())),
+            _ => pyjson_to_value(v),
+        };
+        match state.iter_mut().find(|(k, _)| k.as_str() == Some(name.as_str())) {
+            Some(slot) => slot.1 = value,
+            None => state.push((Value::str(name.clone()), value)),
+        }
+    }
     torch_format::save_with(dir.join("training_args.bin"), &obj, &save_opts(profile)).map_err(e)?;
     Ok(())
 }
@@ -167,4 +182,33 @@ fn numpy_u32_array(profile: &Profile, bytes: &[u8], n: usize) -> Value {
 /// `_codecs.encode('b', 'latin1')`: the byte string numpy passes to `_reconstruct`.
 fn encoded_b() -> Value {
     Value::reduce("_codecs", "encode", vec![Value::str("b"), Value::str("latin1")])
+}
+
+/// `_load_best_model`: the weights of a checkpoint folder, read back from the file the version
+/// wrote (`None` when it is missing: HF then warns and keeps the current weights).
+pub fn read_weights(dir: &Path, profile: &Profile) -> Result<Option<(f32, f32)>> {
+    let path = dir.join(profile.weights_file);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let tensors: Vec<(String, Tensor)> = if profile.weights_file == "model.safetensors" {
+        safetensors::load(&path).map_err(e)?.1
+    } else {
+        match torch_format::load(&path).map_err(e)? {
+            Value::Dict(d) => d
+                .into_iter()
+                .filter_map(|(k, v)| match (k.as_str().map(str::to_string), v) {
+                    (Some(k), Value::Tensor(t)) => Some((k, t)),
+                    _ => None,
+                })
+                .collect(),
+            other => return Err(format!("{}: not a state dict: {other:?}", path.display())),
+        }
+    };
+    let get = |name: &str| -> Result<f32> {
+        let t = tensors.iter().find(|(n, _)| n == name).ok_or(format!("{}: no tensor {name}", path.display()))?;
+        let b = t.1.contiguous_bytes().map_err(e)?;
+        Ok(f32::from_le_bytes(b[..4].try_into().map_err(e)?))
+    };
+    Ok(Some((get("a")?, get("b")?)))
 }

@@ -84,16 +84,6 @@ impl Model {
             }
         }
     }
-    fn set_grads(&mut self, ps: &[Param]) {
-        for (t, p) in [&mut self.a, &mut self.b].into_iter().zip(ps) {
-            if let Some(g) = &p.grad {
-                let mut tg = t.grad();
-                tch::no_grad(|| {
-                    let _ = tg.copy_(&Tensor::from(g[0]));
-                });
-            }
-        }
-    }
 }
 
 /// The learning-rate scheduler HF built.
@@ -105,6 +95,38 @@ enum Scheduler {
 /// The optimizer HF built.
 enum Optim {
     AdamW(AdamW),
+    Sgd(crate::sgd::Sgd),
+}
+
+impl Optim {
+    fn set_lr(&mut self, lr: f64) {
+        match self {
+            Optim::AdamW(o) => o.set_lr(lr),
+            Optim::Sgd(o) => o.set_lr(lr),
+        }
+    }
+    fn step(&mut self, ps: &mut [Param]) {
+        match self {
+            Optim::AdamW(o) => o.step(ps),
+            Optim::Sgd(o) => o.step(ps),
+        }
+    }
+    fn set_initial_lr(&mut self, lr: Option<f64>) {
+        match self {
+            Optim::AdamW(o) => {
+                for g in o.groups.iter_mut() {
+                    g.initial_lr = lr;
+                }
+            }
+            Optim::Sgd(o) => o.set_initial_lr(lr),
+        }
+    }
+    fn state_dict(&self) -> crate::optim::PyValue {
+        match self {
+            Optim::AdamW(o) => o.state_dict_with_shapes(&[vec![], vec![]]),
+            Optim::Sgd(o) => o.state_dict(),
+        }
+    }
 }
 
 struct Trainer<'a> {
@@ -165,7 +187,7 @@ fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut O
             "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
             "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last",
         ];
-        if !known.contains(&k.as_str()) && !(k == "optim" && v == "adamw_torch") {
+        if !known.contains(&k.as_str()) && !(k == "optim" && (v == "adamw_torch" || v == "sgd")) {
             return Err(HfError::not_modelled(format!("argument {k}={v}")));
         }
     }
@@ -211,15 +233,20 @@ impl<'a> Trainer<'a> {
         let kind = if profile.version.starts_with('4') { SamplerKind::GlobalDrawnSeed } else { SamplerKind::SeedableEpochSeed };
         let rng = TrainRngTracker::new(kind, seed, args.data_seed.map(|s| s as u64));
         let lr = args.learning_rate;
-        let opt = Optim::AdamW(AdamW::hf(
-            optim_kind(profile, &args)?,
-            profile.torch_layout,
-            lr,
-            (args.adam_beta1, args.adam_beta2),
-            args.adam_epsilon,
-            args.weight_decay,
-            &optim::hf_decay_mask(&["a", "b"], profile.version.starts_with('5')),
-        ));
+        let decay = optim::hf_decay_mask(&["a", "b"], profile.decay_norm_patterns);
+        let opt = if args.optim == "sgd" {
+            Optim::Sgd(crate::sgd::Sgd::hf(profile.torch_layout, lr, args.weight_decay, &decay))
+        } else {
+            Optim::AdamW(AdamW::hf(
+                optim_kind(&args)?,
+                profile.torch_layout,
+                lr,
+                (args.adam_beta1, args.adam_beta2),
+                args.adam_epsilon,
+                args.weight_decay,
+                &decay,
+            ))
+        };
         Ok(Trainer {
             profile,
             sc,
@@ -273,6 +300,27 @@ impl<'a> Trainer<'a> {
             ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
         };
         self.iv = Intervals::resolve(a, max_steps);
+        if p.ratio_into_args {
+            // 4.31 writes the resolved intervals back into the arguments (and training_args.bin).
+            let iv = self.iv;
+            let set = |all: &mut Vec<(String, PyJson)>, name: &str, v: args::Num| {
+                if let Some(slot) = all.iter_mut().find(|(n, _)| n == name) {
+                    slot.1 = v.to_json();
+                }
+            };
+            let a = &mut self.args;
+            if a.logging_steps.f() > 0.0 && a.logging_steps.f() < 1.0 {
+                set(&mut a.all, "logging_steps", iv.logging);
+            }
+            if let (Some(e), Some(ie)) = (a.eval_steps, iv.eval) {
+                if e.f() > 0.0 && e.f() < 1.0 {
+                    set(&mut a.all, "eval_steps", ie);
+                }
+            }
+            if a.save_steps.f() > 0.0 && a.save_steps.f() < 1.0 {
+                set(&mut a.all, "save_steps", iv.save);
+            }
+        }
         self.state.max_steps = max_steps;
         self.state.num_train_epochs = num_train_epochs;
         self.state.intervals = Some(self.iv);
@@ -378,20 +426,19 @@ impl<'a> Trainer<'a> {
         let mut ps = self.model.params();
         let norm = if self.args.max_grad_norm > 0.0 {
             Some(optim::clip_grad_norm(&mut ps, self.args.max_grad_norm))
-        } else {
+        } else if self.profile.logs_grad_norm {
+            // `_get_grad_norm` measures through clip_grad_norm_(max_norm=inf).
             Some(optim::clip_grad_norm(&mut ps, f64::INFINITY))
+        } else {
+            None
         };
-        match &mut self.opt {
-            Optim::AdamW(o) => o.step(&mut ps),
-        }
+        self.opt.step(&mut ps);
         self.model.write_back(&ps);
         let used_lr = self.current_lr;
         if let Scheduler::Lambda(s) = &self.sched {
             self.sched_steps += 1;
             self.current_lr = s.lr_after_steps(self.args.learning_rate, self.sched_steps);
-            match &mut self.opt {
-                Optim::AdamW(o) => o.set_lr(self.current_lr),
-            }
+            self.opt.set_lr(self.current_lr);
         }
         self.model.zero_grad();
         let _ = &mut ps;
@@ -443,6 +490,7 @@ impl<'a> Trainer<'a> {
             logs.push(("learning_rate".into(), PyJson::Float(lr)));
             self.total_loss_scalar += tr;
             self.last_logged = self.state.global_step;
+            self.state.store_flos();
             self.log(logs);
             self.control.should_log = false;
         }
@@ -500,9 +548,7 @@ impl<'a> Trainer<'a> {
                 pl.step(best::as_f64(&v).unwrap_or(f64::NAN));
                 let new_lr = pl.lrs_f64()[0];
                 self.current_lr = new_lr;
-                match &mut self.opt {
-                    Optim::AdamW(o) => o.set_lr(new_lr),
-                }
+                self.opt.set_lr(new_lr);
             }
         }
         Ok(merged)
@@ -641,33 +687,19 @@ impl<'a> Trainer<'a> {
         };
         let s = Schedule { kind, warmup, num_training_steps: max_steps };
         self.current_lr = s.lr_after_steps(a.learning_rate, 0);
-        match &mut self.opt {
-            Optim::AdamW(o) => o.set_lr(self.current_lr),
-        }
+        self.opt.set_lr(self.current_lr);
         self.sched = Scheduler::Lambda(s);
         self.set_initial_lr();
         Ok(())
     }
 
+    /// LambdaLR records `initial_lr` in every group; ReduceLROnPlateau does not.
     fn set_initial_lr(&mut self) {
-        let lr = self.args.learning_rate;
-        match &mut self.opt {
-            Optim::AdamW(o) => {
-                for g in o.groups.iter_mut() {
-                    g.initial_lr = Some(lr);
-                }
-            }
-        }
-        if let Scheduler::Plateau(_) = self.sched {
-            // ReduceLROnPlateau does not set initial_lr.
-            match &mut self.opt {
-                Optim::AdamW(o) => {
-                    for g in o.groups.iter_mut() {
-                        g.initial_lr = None;
-                    }
-                }
-            }
-        }
+        let lr = match self.sched {
+            Scheduler::Lambda(_) => Some(self.args.learning_rate),
+            Scheduler::Plateau(_) => None,
+        };
+        self.opt.set_initial_lr(lr);
     }
 
     fn refresh_stateful_callbacks(&mut self) {
@@ -698,6 +730,7 @@ impl<'a> Trainer<'a> {
     /// `_save_checkpoint`.
     fn save_checkpoint(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
         let p = self.profile;
+        self.state.store_flos();
         let folder = format!("checkpoint-{}", self.state.global_step);
         let rel = format!("{}/{folder}", self.output_rel());
         let dir = self.output_abs().join(&folder);
@@ -775,16 +808,25 @@ impl<'a> Trainer<'a> {
         } else {
             self.total_loss_scalar / steps
         };
+        self.state.store_flos();
         let rt = start.elapsed().as_secs_f64();
         let num_samples = self.state.max_steps as f64 * self.args.per_device_train_batch_size as f64 * self.args.gradient_accumulation_steps as f64;
         let logs: LogEntry = vec![
             ("train_runtime".into(), PyJson::Float(py_round(rt, 4))),
             ("train_samples_per_second".into(), PyJson::Float(py_round(num_samples / rt, 3))),
             ("train_steps_per_second".into(), PyJson::Float(py_round(self.state.max_steps as f64 / rt, 3))),
-            ("total_flos".into(), PyJson::Float(self.state.total_flos)),
+            ("total_flos".into(), self.state.total_flos.to_json()),
             ("train_loss".into(), PyJson::Float(train_loss)),
         ];
         self.log(logs);
+        if self.args.load_best_model_at_end {
+            if let Some(best) = self.state.best.best_model_checkpoint.clone() {
+                let dir = self.run_dir.join(&best);
+                if let Some((a, b)) = store::read_weights(&dir, self.profile).map_err(|e| io_err(&dir, e))? {
+                    self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
+                }
+            }
+        }
         // The save_total_limit=1 cleanup: every folder but the best goes.
         if let (Some(best), Some(1)) = (self.state.best.best_model_checkpoint.clone(), self.args.save_total_limit) {
             let out = self.output_abs();
@@ -815,9 +857,7 @@ impl<'a> Trainer<'a> {
     }
 
     fn write_optimizer_and_scheduler(&self, dir: &Path) -> Result<(), HfError> {
-        let opt_sd = match &self.opt {
-            Optim::AdamW(o) => o.state_dict_with_shapes(&[vec![], vec![]]),
-        };
+        let opt_sd = self.opt.state_dict();
         store::write_pyvalue(&dir.join("optimizer.pt"), &opt_sd, self.profile).map_err(|e| io_err(dir, e))?;
         let sched_sd = match &self.sched {
             Scheduler::Lambda(s) => crate::lr::LambdaLrState::new(s, self.args.learning_rate, 2, self.sched_steps).to_py(self.profile.torch_layout),
@@ -846,15 +886,12 @@ impl<'a> Trainer<'a> {
     }
 }
 
-fn optim_kind(profile: &Profile, args: &Args) -> Result<AdamWKind, HfError> {
+fn optim_kind(args: &Args) -> Result<AdamWKind, HfError> {
     match args.optim.as_str() {
         "adamw_torch_fused" => Ok(AdamWKind::TorchFused),
         "adamw_torch" => Ok(AdamWKind::TorchSingleTensor),
         "adamw_hf" => Ok(AdamWKind::HfAdamW),
-        other => {
-            let _ = profile;
-            Err(HfError::not_modelled(format!("optim {other}")))
-        }
+        other => Err(HfError::not_modelled(format!("optim {other}"))),
     }
 }
 

@@ -13,13 +13,27 @@ use std::path::Path;
 #[derive(Debug)]
 pub enum FormatError {
     /// The operating system refused a read, write, open or sync.
-    Io { path: String, action: &'static str, source: io::Error },
+    Io {
+        path: String,
+        action: &'static str,
+        source: io::Error,
+    },
     /// The zip container is malformed or uses a feature torch never writes.
     Zip { path: String, msg: String },
     /// The pickle stream (`record`, e.g. `data.pkl`) is malformed or uses an unsupported opcode.
-    Pickle { path: String, record: String, offset: u64, msg: String },
+    Pickle {
+        path: String,
+        record: String,
+        offset: u64,
+        msg: String,
+    },
     /// The pickle names a global that is not on the allow-list; nothing was executed.
-    RefusedGlobal { path: String, record: String, offset: u64, global: String },
+    RefusedGlobal {
+        path: String,
+        record: String,
+        offset: u64,
+        global: String,
+    },
     /// The data is well-formed but means something this layer does not model
     /// (a tensor whose storage record is missing, a big-endian archive, ...).
     Invalid { path: String, msg: String },
@@ -28,7 +42,12 @@ pub enum FormatError {
     /// A safetensors file is truncated or its header is malformed.
     Safetensors { path: String, msg: String },
     /// Text that is not JSON as Python's `json` module reads it.
-    Json { path: String, line: usize, column: usize, msg: String },
+    Json {
+        path: String,
+        line: usize,
+        column: usize,
+        msg: String,
+    },
 }
 
 impl FormatError {
@@ -65,19 +84,35 @@ impl FormatError {
     }
 
     pub(crate) fn io(action: &'static str, source: io::Error) -> Self {
-        FormatError::Io { path: String::new(), action, source }
+        FormatError::Io {
+            path: String::new(),
+            action,
+            source,
+        }
     }
     pub(crate) fn zip(msg: impl Into<String>) -> Self {
-        FormatError::Zip { path: String::new(), msg: msg.into() }
+        FormatError::Zip {
+            path: String::new(),
+            msg: msg.into(),
+        }
     }
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        FormatError::Invalid { path: String::new(), msg: msg.into() }
+        FormatError::Invalid {
+            path: String::new(),
+            msg: msg.into(),
+        }
     }
     pub(crate) fn unwritable(msg: impl Into<String>) -> Self {
-        FormatError::Unwritable { path: String::new(), msg: msg.into() }
+        FormatError::Unwritable {
+            path: String::new(),
+            msg: msg.into(),
+        }
     }
     pub(crate) fn safetensors(msg: impl Into<String>) -> Self {
-        FormatError::Safetensors { path: String::new(), msg: msg.into() }
+        FormatError::Safetensors {
+            path: String::new(),
+            msg: msg.into(),
+        }
     }
 }
 
@@ -90,14 +125,29 @@ impl fmt::Display for FormatError {
         match self {
             FormatError::Io { action, source, .. } => write!(f, "{action} failed: {source}"),
             FormatError::Zip { msg, .. } => write!(f, "{msg}"),
-            FormatError::Pickle { record, offset, msg, .. } => write!(f, "{record}: {msg} at byte {offset}"),
-            FormatError::RefusedGlobal { record, offset, global, .. } => {
-                write!(f, "{record}: refusing global {global} at byte {offset} (not on the allow-list)")
+            FormatError::Pickle {
+                record,
+                offset,
+                msg,
+                ..
+            } => write!(f, "{record}: {msg} at byte {offset}"),
+            FormatError::RefusedGlobal {
+                record,
+                offset,
+                global,
+                ..
+            } => {
+                write!(
+                    f,
+                    "{record}: refusing global {global} at byte {offset} (not on the allow-list)"
+                )
             }
             FormatError::Invalid { msg, .. } => write!(f, "{msg}"),
             FormatError::Unwritable { msg, .. } => write!(f, "cannot write: {msg}"),
             FormatError::Safetensors { msg, .. } => write!(f, "{msg}"),
-            FormatError::Json { line, column, msg, .. } => write!(f, "{msg} at line {line} column {column}"),
+            FormatError::Json {
+                line, column, msg, ..
+            } => write!(f, "{msg} at line {line} column {column}"),
         }
     }
 }

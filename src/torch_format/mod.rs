@@ -21,8 +21,8 @@ pub mod zip;
 pub use error::{FormatError, Result};
 pub use pickle_read::{default_allow_list, AllowList, StorageRequest};
 pub use value::{
-    contiguous_strides, pod_bytes, ByteSource, Construct, DType, FileRange, FnSource, Global, Object, Pod, Storage,
-    TchBytes, Tensor, Value,
+    contiguous_strides, pod_bytes, with_borrowed, ByteSource, Construct, DType, FileRange,
+    FnSource, Global, Object, Pod, Storage, TchBytes, Tensor, Value,
 };
 
 use std::collections::HashMap;
@@ -126,7 +126,11 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { lazy: false, verify_crc: true, allow: AllowList::default() }
+        LoadOptions {
+            lazy: false,
+            verify_crc: true,
+            allow: AllowList::default(),
+        }
     }
 }
 
@@ -139,7 +143,10 @@ pub struct Loaded {
 
 /// The archive folder torch uses for a file: its name up to the last `.`.
 pub fn archive_name_for(path: &Path) -> String {
-    let base = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let base = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match base.rfind('.') {
         Some(i) => base[..i].to_string(),
         None => base,
@@ -156,7 +163,12 @@ pub fn new_serialization_id() -> String {
     for p in &mut parts {
         let mut h = RandomState::new().build_hasher();
         h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         h.write_u32(std::process::id());
         *p = h.finish();
     }
@@ -179,7 +191,9 @@ pub fn save_with(path: impl AsRef<Path>, value: &Value, opts: &SaveOptions) -> R
         let f = File::create(path).map_err(|e| FormatError::io("create", e))?;
         let w = BufWriter::with_capacity(opts.buffer_size.max(1), f);
         let (w, n) = save_to_writer(w, value, &opts)?;
-        let f = w.into_inner().map_err(|e| FormatError::io("write", e.into_error()))?;
+        let f = w
+            .into_inner()
+            .map_err(|e| FormatError::io("write", e.into_error()))?;
         if opts.fsync {
             f.sync_all().map_err(|e| FormatError::io("fsync", e))?;
         }
@@ -192,32 +206,48 @@ pub fn save_with(path: impl AsRef<Path>, value: &Value, opts: &SaveOptions) -> R
 /// Returns the writer and the number of bytes written.
 pub fn save_to_writer<W: Write>(w: W, value: &Value, opts: &SaveOptions) -> Result<(W, u64)> {
     let pickled = pickle_write::pickle(value)?;
-    let archive = opts.archive_name.clone().unwrap_or_else(|| "archive".to_string());
+    let archive = opts
+        .archive_name
+        .clone()
+        .unwrap_or_else(|| "archive".to_string());
     let mut storages: Vec<&pickle_write::StorageRef> = pickled.storages.iter().collect();
     if opts.style == ArchiveStyle::Torch2_1 {
         storages.sort_by(|a, b| a.key.cmp(&b.key));
     }
     let werr = |e: io::Error| FormatError::io("write", e);
     let mut z = zip::ZipWriter::new(w, opts.storage_alignment, opts.crc32);
-    z.record_bytes(&format!("{archive}/data.pkl"), &pickled.bytes).map_err(werr)?;
+    z.record_bytes(&format!("{archive}/data.pkl"), &pickled.bytes)
+        .map_err(werr)?;
     if opts.style == ArchiveStyle::Torch2_13 {
-        z.record_bytes(&format!("{archive}/.format_version"), b"1").map_err(werr)?;
-        z.record_bytes(&format!("{archive}/.storage_alignment"), opts.storage_alignment.to_string().as_bytes())
+        z.record_bytes(&format!("{archive}/.format_version"), b"1")
             .map_err(werr)?;
+        z.record_bytes(
+            &format!("{archive}/.storage_alignment"),
+            opts.storage_alignment.to_string().as_bytes(),
+        )
+        .map_err(werr)?;
     }
-    z.record_bytes(&format!("{archive}/byteorder"), b"little").map_err(werr)?;
+    z.record_bytes(&format!("{archive}/byteorder"), b"little")
+        .map_err(werr)?;
     for s in storages {
         let src = &s.storage.data;
-        z.record(&format!("{archive}/data/{}", s.key), src.len(), &mut |sink| src.stream(sink)).map_err(werr)?;
+        z.record(
+            &format!("{archive}/data/{}", s.key),
+            src.len(),
+            &mut |sink| src.stream(sink),
+        )
+        .map_err(werr)?;
     }
-    z.record_bytes(&format!("{archive}/version"), b"3\n").map_err(werr)?;
+    z.record_bytes(&format!("{archive}/version"), b"3\n")
+        .map_err(werr)?;
     let sid = match &opts.serialization_id {
         SerializationId::Random => Some(new_serialization_id()),
         SerializationId::Fixed(s) => Some(s.clone()),
         SerializationId::Omit => None,
     };
     if let Some(sid) = sid {
-        z.record_bytes(&format!("{archive}/.data/serialization_id"), sid.as_bytes()).map_err(werr)?;
+        z.record_bytes(&format!("{archive}/.data/serialization_id"), sid.as_bytes())
+            .map_err(werr)?;
     }
     z.finish().map_err(werr)
 }
@@ -244,20 +274,32 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                 "legacy (non-zip, torch < 1.6) torch.save format is not supported",
             ));
         }
-        return Err(FormatError::zip("not a torch.save zip archive (no zip local header at the start)"));
+        return Err(FormatError::zip(
+            "not a torch.save zip archive (no zip local header at the start)",
+        ));
     }
     let entries = zip::read_directory(&mut f)?;
-    let first = entries.first().ok_or_else(|| FormatError::zip("empty zip archive"))?;
+    let first = entries
+        .first()
+        .ok_or_else(|| FormatError::zip("empty zip archive"))?;
     let archive_name = match first.name.find('/') {
         Some(i) => first.name[..i].to_string(),
-        None => return Err(FormatError::zip(format!("record {} is not inside an archive folder", first.name))),
+        None => {
+            return Err(FormatError::zip(format!(
+                "record {} is not inside an archive folder",
+                first.name
+            )))
+        }
     };
     let prefix = format!("{archive_name}/");
     let mut by_name: HashMap<&str, &zip::ZipEntry> = HashMap::new();
     let mut records = Vec::with_capacity(entries.len());
     for e in &entries {
         let rel = e.name.strip_prefix(&prefix).ok_or_else(|| {
-            FormatError::zip(format!("record {} is outside the archive folder {archive_name}/", e.name))
+            FormatError::zip(format!(
+                "record {} is outside the archive folder {archive_name}/",
+                e.name
+            ))
         })?;
         by_name.insert(rel, e);
         records.push(rel.to_string());
@@ -276,7 +318,11 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             )));
         }
     }
-    let style = if by_name.contains_key(".format_version") { ArchiveStyle::Torch2_13 } else { ArchiveStyle::Torch2_1 };
+    let style = if by_name.contains_key(".format_version") {
+        ArchiveStyle::Torch2_13
+    } else {
+        ArchiveStyle::Torch2_1
+    };
     let storage_alignment = match read_small(&mut f, ".storage_alignment")? {
         Some(b) => String::from_utf8_lossy(&b)
             .trim()
@@ -284,8 +330,8 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             .map_err(|_| FormatError::invalid("unreadable .storage_alignment record"))?,
         None => 64,
     };
-    let serialization_id =
-        read_small(&mut f, ".data/serialization_id")?.map(|b| String::from_utf8_lossy(&b).into_owned());
+    let serialization_id = read_small(&mut f, ".data/serialization_id")?
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
     let pkl = read_small(&mut f, "data.pkl")?
         .ok_or_else(|| FormatError::zip(format!("no {archive_name}/data.pkl record")))?;
 
@@ -305,9 +351,12 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             return Ok(s.clone());
         }
         let name = format!("data/{}", req.key);
-        let e = by_name
-            .get(name.as_str())
-            .ok_or_else(|| FormatError::invalid(format!("data.pkl refers to storage {} but there is no record {archive_name}/{name}", req.key)))?;
+        let e = by_name.get(name.as_str()).ok_or_else(|| {
+            FormatError::invalid(format!(
+                "data.pkl refers to storage {} but there is no record {archive_name}/{name}",
+                req.key
+            ))
+        })?;
         if e.size != req.nbytes {
             return Err(FormatError::invalid(format!(
                 "record {archive_name}/{name} has {} bytes, data.pkl says {}",
@@ -315,16 +364,33 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             )));
         }
         let data: Arc<dyn ByteSource> = if lazy {
-            Arc::new(FileRange { path: path.to_path_buf(), offset: e.data_offset, len: e.size })
+            Arc::new(FileRange {
+                path: path.to_path_buf(),
+                offset: e.data_offset,
+                len: e.size,
+            })
         } else {
             Arc::new(zip::read_entry(&mut f, e, verify)?)
         };
-        let s = Arc::new(Storage { dtype: req.dtype, location: req.location.clone(), data });
+        let s = Arc::new(Storage {
+            dtype: req.dtype,
+            location: req.location.clone(),
+            data,
+        });
         cache.insert(req.key.clone(), s.clone());
         Ok(s)
     };
     let value = pickle_read::unpickle_with(&pkl, "data.pkl", &opts.allow, &mut resolve)?;
-    Ok(Loaded { value, archive: ArchiveInfo { archive_name, style, storage_alignment, serialization_id, records } })
+    Ok(Loaded {
+        value,
+        archive: ArchiveInfo {
+            archive_name,
+            style,
+            storage_alignment,
+            serialization_id,
+            records,
+        },
+    })
 }
 
 /// Reads a bare pickle (no zip, so no tensors) with the default allow-list.
@@ -335,7 +401,10 @@ pub fn unpickle(bytes: &[u8]) -> Result<Value> {
 /// Reads a bare pickle with the given allow-list.
 pub fn unpickle_allowing(bytes: &[u8], allow: &AllowList) -> Result<Value> {
     pickle_read::unpickle_with(bytes, "pickle", allow, &mut |req| {
-        Err(FormatError::invalid(format!("a bare pickle cannot hold tensors (storage {})", req.key)))
+        Err(FormatError::invalid(format!(
+            "a bare pickle cannot hold tensors (storage {})",
+            req.key
+        )))
     })
 }
 
@@ -360,7 +429,8 @@ mod tests {
                 let k = (4096 - self.head.len()).min(b.len());
                 self.head.extend_from_slice(&b[..k]);
             }
-            self.tail.extend_from_slice(&b[b.len().saturating_sub(8192)..]);
+            self.tail
+                .extend_from_slice(&b[b.len().saturating_sub(8192)..]);
             if self.tail.len() > 8192 {
                 self.tail.drain(..self.tail.len() - 8192);
             }
@@ -393,9 +463,18 @@ mod tests {
             },
         };
         let v = Value::dict([
-            ("a", Value::Tensor(Tensor::from_vec(&[3], vec![0f32, 1., 2.]).unwrap())),
-            ("big", Value::Tensor(Tensor::new(DType::UInt8, &[BIG as i64], Arc::new(big)).unwrap())),
-            ("c", Value::Tensor(Tensor::from_vec(&[5], vec![0i64, 1, 2, 3, 4]).unwrap())),
+            (
+                "a",
+                Value::Tensor(Tensor::from_vec(&[3], vec![0f32, 1., 2.]).unwrap()),
+            ),
+            (
+                "big",
+                Value::Tensor(Tensor::new(DType::UInt8, &[BIG as i64], Arc::new(big)).unwrap()),
+            ),
+            (
+                "c",
+                Value::Tensor(Tensor::from_vec(&[5], vec![0i64, 1, 2, 3, 4]).unwrap()),
+            ),
         ]);
         let opts = SaveOptions {
             archive_name: Some("big".into()),
@@ -403,7 +482,16 @@ mod tests {
             crc32: false,
             ..SaveOptions::default()
         };
-        let (w, n) = save_to_writer(Ends { head: vec![], tail: vec![], n: 0 }, &v, &opts).unwrap();
+        let (w, n) = save_to_writer(
+            Ends {
+                head: vec![],
+                tail: vec![],
+                n: 0,
+            },
+            &v,
+            &opts,
+        )
+        .unwrap();
         assert_eq!(n, 4294969533, "same size as torch's file");
         let t = &w.tail;
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
@@ -414,9 +502,18 @@ mod tests {
         let cd = &t[t.len() - 42 - 56 - 0x25b..t.len() - 42 - 56];
         // the big record's central entry: sizes in the zip64 field, real offset 924
         let big_at = cd.windows(10).position(|w| w == b"big/data/1").unwrap() - 46;
-        assert_eq!(hex(&cd[big_at + 20..big_at + 32]), "ffffffffffffffff0a001400");
-        assert_eq!(u32::from_le_bytes(cd[big_at + 42..big_at + 46].try_into().unwrap()), 924);
-        assert_eq!(hex(&cd[big_at + 56..big_at + 76]), "0100100064000000010000006400000001000000");
+        assert_eq!(
+            hex(&cd[big_at + 20..big_at + 32]),
+            "ffffffffffffffff0a001400"
+        );
+        assert_eq!(
+            u32::from_le_bytes(cd[big_at + 42..big_at + 46].try_into().unwrap()),
+            924
+        );
+        assert_eq!(
+            hex(&cd[big_at + 56..big_at + 76]),
+            "0100100064000000010000006400000001000000"
+        );
         // a record after the 4 GiB mark: offset in the zip64 field
         let c_at = cd.windows(10).position(|w| w == b"big/data/2").unwrap() - 46;
         assert_eq!(hex(&cd[c_at + 42..c_at + 46]), "ffffffff");

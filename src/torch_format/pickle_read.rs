@@ -67,7 +67,9 @@ impl Default for AllowList {
 
 impl AllowList {
     pub fn new(globals: impl IntoIterator<Item = Global>) -> Self {
-        AllowList { set: globals.into_iter().map(|g| (g.module, g.name)).collect() }
+        AllowList {
+            set: globals.into_iter().map(|g| (g.module, g.name)).collect(),
+        }
     }
     pub fn allow(&mut self, g: Global) {
         self.set.insert((g.module, g.name));
@@ -135,7 +137,12 @@ fn py3_module(module: &str) -> &str {
 
 impl<'a> Parser<'a> {
     fn err(&self, msg: impl Into<String>) -> FormatError {
-        FormatError::Pickle { path: String::new(), record: self.record.to_string(), offset: self.op_pos as u64, msg: msg.into() }
+        FormatError::Pickle {
+            path: String::new(),
+            record: self.record.to_string(),
+            offset: self.op_pos as u64,
+            msg: msg.into(),
+        }
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
@@ -166,7 +173,10 @@ impl<'a> Parser<'a> {
     }
     fn line(&mut self) -> Result<&'a str> {
         let rest = &self.data[self.pos..];
-        let end = rest.iter().position(|&b| b == b'\n').ok_or_else(|| self.err("truncated pickle (no end of line)"))?;
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| self.err("truncated pickle (no end of line)"))?;
         self.pos += end + 1;
         std::str::from_utf8(&rest[..end]).map_err(|_| self.err("non-UTF-8 text argument"))
     }
@@ -185,10 +195,16 @@ impl<'a> Parser<'a> {
         if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
             return Err(self.err("stack underflow (MARK on top)"));
         }
-        self.stack.last().copied().ok_or_else(|| self.err("stack underflow"))
+        self.stack
+            .last()
+            .copied()
+            .ok_or_else(|| self.err("stack underflow"))
     }
     fn pop_mark(&mut self) -> Result<Vec<NodeId>> {
-        let m = self.marks.pop().ok_or_else(|| self.err("no MARK on the stack"))?;
+        let m = self
+            .marks
+            .pop()
+            .ok_or_else(|| self.err("no MARK on the stack"))?;
         Ok(self.stack.split_off(m))
     }
     fn str_of(&self, id: NodeId) -> Option<&str> {
@@ -218,13 +234,16 @@ impl<'a> Parser<'a> {
         Ok(())
     }
     fn memo_get(&mut self, idx: u64) -> Result<()> {
-        let id = *self.memo.get(&idx).ok_or_else(|| self.err(format!("memo key {idx} not found")))?;
+        let id = *self
+            .memo
+            .get(&idx)
+            .ok_or_else(|| self.err(format!("memo key {idx} not found")))?;
         self.stack.push(id);
         Ok(())
     }
 
     fn set_items(&mut self, target: NodeId, items: Vec<NodeId>) -> Result<()> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.err("odd number of items for SETITEMS"));
         }
         let pairs: Vec<(NodeId, NodeId)> = items.chunks(2).map(|c| (c[0], c[1])).collect();
@@ -259,7 +278,9 @@ impl<'a> Parser<'a> {
     fn run(&mut self) -> Result<NodeId> {
         loop {
             self.op_pos = self.pos;
-            let code = self.u8().map_err(|_| self.err("truncated pickle (no STOP)"))?;
+            let code = self
+                .u8()
+                .map_err(|_| self.err("truncated pickle (no STOP)"))?;
             match code {
                 op::PROTO => {
                     let v = self.u8()?;
@@ -290,7 +311,11 @@ impl<'a> Parser<'a> {
                     self.push_node(Node::Leaf(Value::Int(v)))
                 }
                 op::LONG1 | op::LONG4 => {
-                    let n = if code == op::LONG1 { self.u8()? as u64 } else { self.u32()? as i32 as i64 as u64 };
+                    let n = if code == op::LONG1 {
+                        self.u8()? as u64
+                    } else {
+                        self.u32()? as i32 as i64 as u64
+                    };
                     let n = self.len64(n)?;
                     let mut b = self.take(n)?.to_vec();
                     let v = if b.is_empty() {
@@ -313,14 +338,20 @@ impl<'a> Parser<'a> {
                     let v = match l {
                         "00" => Value::Bool(false),
                         "01" => Value::Bool(true),
-                        _ => Value::Int(l.trim().parse().map_err(|_| self.err(format!("bad INT {l:?}")))?),
+                        _ => Value::Int(
+                            l.trim()
+                                .parse()
+                                .map_err(|_| self.err(format!("bad INT {l:?}")))?,
+                        ),
                     };
                     self.push_node(Node::Leaf(v))
                 }
                 op::LONG => {
                     let l = self.line()?;
                     let t = l.trim().trim_end_matches('L');
-                    let v: i64 = t.parse().map_err(|_| self.err(format!("unsupported LONG {l:?}")))?;
+                    let v: i64 = t
+                        .parse()
+                        .map_err(|_| self.err(format!("unsupported LONG {l:?}")))?;
                     self.push_node(Node::Leaf(Value::Int(v)))
                 }
                 op::BINFLOAT => {
@@ -329,7 +360,10 @@ impl<'a> Parser<'a> {
                 }
                 op::FLOAT => {
                     let l = self.line()?;
-                    let v: f64 = l.trim().parse().map_err(|_| self.err(format!("bad FLOAT {l:?}")))?;
+                    let v: f64 = l
+                        .trim()
+                        .parse()
+                        .map_err(|_| self.err(format!("bad FLOAT {l:?}")))?;
                     self.push_node(Node::Leaf(Value::Float(v)))
                 }
                 op::BINUNICODE | op::SHORT_BINUNICODE | op::BINUNICODE8 => {
@@ -340,8 +374,9 @@ impl<'a> Parser<'a> {
                     };
                     let n = self.len64(n)?;
                     let b = self.take(n)?;
-                    let s = String::from_utf8(b.to_vec())
-                        .map_err(|_| self.err("string is not valid UTF-8 (lone surrogates are not supported)"))?;
+                    let s = String::from_utf8(b.to_vec()).map_err(|_| {
+                        self.err("string is not valid UTF-8 (lone surrogates are not supported)")
+                    })?;
                     self.push_node(Node::Str(s))
                 }
                 op::BINBYTES | op::SHORT_BINBYTES | op::BINBYTES8 | op::BYTEARRAY8 => {
@@ -356,7 +391,11 @@ impl<'a> Parser<'a> {
                 }
                 op::BINSTRING | op::SHORT_BINSTRING => {
                     // Python 2 str: Python 3 decodes it as ASCII by default.
-                    let n = if code == op::BINSTRING { self.u32()? as u64 } else { self.u8()? as u64 };
+                    let n = if code == op::BINSTRING {
+                        self.u32()? as u64
+                    } else {
+                        self.u8()? as u64
+                    };
                     let n = self.len64(n)?;
                     let b = self.take(n)?;
                     if !b.is_ascii() {
@@ -396,7 +435,7 @@ impl<'a> Parser<'a> {
                 op::EMPTY_DICT => self.push_node(Node::Dict(vec![])),
                 op::DICT => {
                     let items = self.pop_mark()?;
-                    if items.len() % 2 != 0 {
+                    if !items.len().is_multiple_of(2) {
                         return Err(self.err("odd number of items for DICT"));
                     }
                     let pairs = items.chunks(2).map(|c| (c[0], c[1])).collect();
@@ -451,7 +490,10 @@ impl<'a> Parser<'a> {
                 }
                 op::PUT => {
                     let l = self.line()?;
-                    let i: u64 = l.trim().parse().map_err(|_| self.err(format!("bad PUT {l:?}")))?;
+                    let i: u64 = l
+                        .trim()
+                        .parse()
+                        .map_err(|_| self.err(format!("bad PUT {l:?}")))?;
                     self.memo_put(i)?
                 }
                 op::MEMOIZE => {
@@ -468,7 +510,10 @@ impl<'a> Parser<'a> {
                 }
                 op::GET => {
                     let l = self.line()?;
-                    let i: u64 = l.trim().parse().map_err(|_| self.err(format!("bad GET {l:?}")))?;
+                    let i: u64 = l
+                        .trim()
+                        .parse()
+                        .map_err(|_| self.err(format!("bad GET {l:?}")))?;
                     self.memo_get(i)?
                 }
                 op::GLOBAL => {
@@ -503,7 +548,9 @@ impl<'a> Parser<'a> {
                     if code == op::NEWOBJ_EX {
                         let kwargs = self.pop()?;
                         if !matches!(&self.nodes[kwargs], Node::Dict(d) if d.is_empty()) {
-                            return Err(self.err("NEWOBJ_EX with keyword arguments is not supported"));
+                            return Err(
+                                self.err("NEWOBJ_EX with keyword arguments is not supported")
+                            );
                         }
                     }
                     let args = self.pop()?;
@@ -583,11 +630,17 @@ impl<'a, 'r> Converter<'a, 'r> {
 
     fn conv_str(&mut self, id: NodeId) -> Value {
         let nodes = self.nodes;
-        let Node::Str(s) = &nodes[id] else { unreachable!() };
+        let Node::Str(s) = &nodes[id] else {
+            unreachable!()
+        };
         match self.canon.get(s.as_str()) {
             Some(&c) if c == id => Value::Str(s.clone()),
             Some(_) => {
-                let a = self.arcs.entry(id).or_insert_with(|| Arc::new(Value::Str(s.clone()))).clone();
+                let a = self
+                    .arcs
+                    .entry(id)
+                    .or_insert_with(|| Arc::new(Value::Str(s.clone())))
+                    .clone();
                 Value::Shared(a)
             }
             None => {
@@ -625,12 +678,16 @@ impl<'a, 'r> Converter<'a, 'r> {
         ids.iter().map(|&i| self.value(i)).collect()
     }
     fn pairs(&mut self, ids: &[(NodeId, NodeId)]) -> Result<Vec<(Value, Value)>> {
-        ids.iter().map(|&(k, v)| Ok((self.value(k)?, self.value(v)?))).collect()
+        ids.iter()
+            .map(|&(k, v)| Ok((self.value(k)?, self.value(v)?)))
+            .collect()
     }
 
     fn build(&mut self, id: NodeId) -> Result<Value> {
         if self.busy[id] {
-            return Err(invalid("recursive structure (an object containing itself) is not supported"));
+            return Err(invalid(
+                "recursive structure (an object containing itself) is not supported",
+            ));
         }
         if self.depth > 1000 {
             return Err(invalid("nesting deeper than 1000 levels"));
@@ -658,7 +715,10 @@ impl<'a, 'r> Converter<'a, 'r> {
             Node::Obj(o) => {
                 let c = &o.class;
                 let plain = o.state.is_none() && o.list_items.is_empty() && o.dict_items.is_empty();
-                if c.module == "torch._utils" && (c.name == "_rebuild_tensor_v2" || c.name == "_rebuild_tensor_v3") && plain {
+                if c.module == "torch._utils"
+                    && (c.name == "_rebuild_tensor_v2" || c.name == "_rebuild_tensor_v3")
+                    && plain
+                {
                     return self.tensor(o);
                 }
                 if c.is("_codecs", "encode") && plain {
@@ -667,15 +727,24 @@ impl<'a, 'r> Converter<'a, 'r> {
                 if c.is("builtins", "bytes") && plain && o.args.is_empty() {
                     return Ok(Value::Bytes(vec![]));
                 }
-                if (c.is("builtins", "set") || c.is("builtins", "frozenset")) && plain && o.args.len() <= 1 {
+                if (c.is("builtins", "set") || c.is("builtins", "frozenset"))
+                    && plain
+                    && o.args.len() <= 1
+                {
                     let items = match o.args.first() {
                         None => vec![],
                         Some(&a) => match &nodes[a] {
                             Node::List(v) | Node::Tuple(v) => self.values(v)?,
-                            _ => return Err(invalid(format!("{c} of something that is not a list"))),
+                            _ => {
+                                return Err(invalid(format!("{c} of something that is not a list")))
+                            }
                         },
                     };
-                    return Ok(if c.name == "set" { Value::Set(items) } else { Value::FrozenSet(items) });
+                    return Ok(if c.name == "set" {
+                        Value::Set(items)
+                    } else {
+                        Value::FrozenSet(items)
+                    });
                 }
                 let args = self.values(&o.args)?;
                 let list_items = self.values(&o.list_items)?;
@@ -684,7 +753,14 @@ impl<'a, 'r> Converter<'a, 'r> {
                     Some(s) => Some(self.value(s)?),
                     None => None,
                 };
-                Value::Object(Box::new(Object { class: c.clone(), construct: o.construct, args, state, list_items, dict_items }))
+                Value::Object(Box::new(Object {
+                    class: c.clone(),
+                    construct: o.construct,
+                    args,
+                    state,
+                    list_items,
+                    dict_items,
+                }))
             }
         })
     }
@@ -698,7 +774,9 @@ impl<'a, 'r> Converter<'a, 'r> {
             return Err(invalid("_codecs.encode needs (text, encoding)"));
         };
         if o.args.len() != 2 || !matches!(enc.as_str(), "latin1" | "latin-1" | "iso-8859-1") {
-            return Err(invalid(format!("_codecs.encode with encoding {enc:?} is not supported")));
+            return Err(invalid(format!(
+                "_codecs.encode with encoding {enc:?} is not supported"
+            )));
         }
         if text.chars().count() == 1 {
             self.conv_str(t);
@@ -733,7 +811,11 @@ impl<'a, 'r> Converter<'a, 'r> {
         let v3 = o.class.name == "_rebuild_tensor_v3";
         let need = if v3 { 7 } else { 6 };
         if o.args.len() < need || o.args.len() > need + 1 {
-            return Err(invalid(format!("{} with {} arguments", o.class, o.args.len())));
+            return Err(invalid(format!(
+                "{} with {} arguments",
+                o.class,
+                o.args.len()
+            )));
         }
         let Node::Pid(pid) = &nodes[o.args[0]] else {
             return Err(invalid("tensor storage is not a persistent id"));
@@ -742,14 +824,20 @@ impl<'a, 'r> Converter<'a, 'r> {
             return Err(invalid("storage persistent id is not a tuple"));
         };
         if p.len() != 5 || !matches!(&nodes[p[0]], Node::Str(s) if s == "storage") {
-            return Err(invalid("storage persistent id is not ('storage', type, key, location, numel)"));
+            return Err(invalid(
+                "storage persistent id is not ('storage', type, key, location, numel)",
+            ));
         }
         self.conv_str(p[0]);
         let Node::Global(storage_class) = &nodes[p[1]] else {
             return Err(invalid("storage type is not a global"));
         };
-        let Node::Str(key) = &nodes[p[2]] else { return Err(invalid("storage key is not a string")) };
-        let Node::Str(location) = &nodes[p[3]] else { return Err(invalid("storage location is not a string")) };
+        let Node::Str(key) = &nodes[p[2]] else {
+            return Err(invalid("storage key is not a string"));
+        };
+        let Node::Str(location) = &nodes[p[3]] else {
+            return Err(invalid("storage location is not a string"));
+        };
         self.conv_str(p[3]);
         let numel = self.int_of(p[4], "storage size")?;
         let dtype = if v3 {
@@ -764,8 +852,17 @@ impl<'a, 'r> Converter<'a, 'r> {
         } else {
             return Err(invalid(format!("unsupported storage type {storage_class}")));
         };
-        let nbytes = if storage_class.is("torch.storage", "UntypedStorage") { numel as u64 } else { numel as u64 * dtype.size() };
-        let storage = (self.resolve)(&StorageRequest { key: key.clone(), dtype, nbytes, location: location.clone() })?;
+        let nbytes = if storage_class.is("torch.storage", "UntypedStorage") {
+            numel as u64
+        } else {
+            numel as u64 * dtype.size()
+        };
+        let storage = (self.resolve)(&StorageRequest {
+            key: key.clone(),
+            dtype,
+            nbytes,
+            location: location.clone(),
+        })?;
         let storage_offset = self.int_of(o.args[1], "storage offset")?;
         let shape = self.ints_of(o.args[2], "size")?;
         let stride = self.ints_of(o.args[3], "stride")?;
@@ -774,7 +871,8 @@ impl<'a, 'r> Converter<'a, 'r> {
             _ => return Err(invalid("tensor requires_grad is not a bool")),
         };
         match &nodes[o.args[5]] {
-            Node::Obj(h) if h.class.is("collections", "OrderedDict") && h.dict_items.is_empty() => {}
+            Node::Obj(h) if h.class.is("collections", "OrderedDict") && h.dict_items.is_empty() => {
+            }
             Node::Leaf(Value::None) => {}
             _ => return Err(invalid("tensors with backward hooks are not supported")),
         }
@@ -782,8 +880,16 @@ impl<'a, 'r> Converter<'a, 'r> {
             Some(&m) => Some(Box::new(self.value(m)?)),
             None => None,
         };
-        let t = Tensor { storage, storage_offset, shape, stride, requires_grad, metadata };
-        super::pickle_write::check_view(&t).map_err(|e| invalid(e.to_string().replace("cannot write: ", "")))?;
+        let t = Tensor {
+            storage,
+            storage_offset,
+            shape,
+            stride,
+            requires_grad,
+            metadata,
+        };
+        super::pickle_write::check_view(&t)
+            .map_err(|e| invalid(e.to_string().replace("cannot write: ", "")))?;
         Ok(Value::Tensor(t))
     }
 }
@@ -834,13 +940,23 @@ mod tests {
     #[test]
     fn refuses_os_system() {
         let evil = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85q\x02Rq\x03.";
-        let e = unpickle_with(evil, "data.pkl", &AllowList::default(), &mut no_storage).unwrap_err();
-        assert_eq!(e.to_string(), "data.pkl: refusing global os.system at byte 2 (not on the allow-list)");
+        let e =
+            unpickle_with(evil, "data.pkl", &AllowList::default(), &mut no_storage).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data.pkl: refusing global os.system at byte 2 (not on the allow-list)"
+        );
     }
 
     #[test]
     fn unsupported_opcode_is_named() {
-        let e = unpickle_with(b"\x80\x02\x97.", "data.pkl", &AllowList::default(), &mut no_storage).unwrap_err();
+        let e = unpickle_with(
+            b"\x80\x02\x97.",
+            "data.pkl",
+            &AllowList::default(),
+            &mut no_storage,
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "data.pkl: unsupported opcode 0x97 at byte 2");
     }
 
@@ -856,10 +972,14 @@ mod tests {
             ("f", Value::Bytes(vec![])),
             ("g", Value::from_u64(u64::MAX)),
             ("h", Value::List((0..2500).map(Value::Int).collect())),
-            ("i", Value::Dict((0..2000).map(|i| (Value::Int(i), Value::None)).collect())),
+            (
+                "i",
+                Value::Dict((0..2000).map(|i| (Value::Int(i), Value::None)).collect()),
+            ),
         ]);
         let bytes = super::super::pickle_write::pickle(&v).unwrap().bytes;
-        let back = unpickle_with(&bytes, "data.pkl", &AllowList::default(), &mut no_storage).unwrap();
+        let back =
+            unpickle_with(&bytes, "data.pkl", &AllowList::default(), &mut no_storage).unwrap();
         assert_eq!(back, v);
         let again = super::super::pickle_write::pickle(&back).unwrap().bytes;
         assert_eq!(again, bytes);

@@ -98,7 +98,10 @@ pub(crate) fn pickle(v: &Value) -> Result<Pickled> {
     p.out.extend_from_slice(&[op::PROTO, 2]);
     p.save(v)?;
     p.out.push(op::STOP);
-    Ok(Pickled { bytes: p.out, storages: p.storages })
+    Ok(Pickled {
+        bytes: p.out,
+        storages: p.storages,
+    })
 }
 
 #[derive(Default)]
@@ -299,7 +302,8 @@ impl Pickler {
                 for it in items {
                     self.save(it)?;
                 }
-                self.out.push([op::TUPLE1, op::TUPLE2, op::TUPLE3][items.len() - 1]);
+                self.out
+                    .push([op::TUPLE1, op::TUPLE2, op::TUPLE3][items.len() - 1]);
             }
             _ => {
                 self.out.push(op::MARK);
@@ -471,7 +475,14 @@ impl Pickler {
         let dtype: DType = t.dtype();
         let v3 = dtype.storage_class().is_none();
         check_view(t)?;
-        self.global("torch._utils", if v3 { "_rebuild_tensor_v3" } else { "_rebuild_tensor_v2" });
+        self.global(
+            "torch._utils",
+            if v3 {
+                "_rebuild_tensor_v3"
+            } else {
+                "_rebuild_tensor_v2"
+            },
+        );
         self.out.push(op::MARK);
         // persistent id tuple
         self.out.push(op::MARK);
@@ -492,12 +503,19 @@ impl Pickler {
                 let n = self.storages.len();
                 let key = n.to_string();
                 let m = self.fresh_str(&key);
-                self.storages.push(StorageRef { key, storage: t.storage.clone() });
+                self.storages.push(StorageRef {
+                    key,
+                    storage: t.storage.clone(),
+                });
                 self.storage_index.insert(ptr, (n, Some(m)));
             }
         }
         self.interned_str(&t.storage.location);
-        let numel = if v3 { t.storage.nbytes() } else { t.storage.numel() };
+        let numel = if v3 {
+            t.storage.nbytes()
+        } else {
+            t.storage.numel()
+        };
         self.int(numel as i64);
         self.out.push(op::TUPLE);
         self.put();
@@ -505,7 +523,11 @@ impl Pickler {
         self.int(t.storage_offset);
         self.int_tuple(&t.shape)?;
         self.int_tuple(&t.stride)?;
-        self.out.push(if t.requires_grad { op::NEWTRUE } else { op::NEWFALSE });
+        self.out.push(if t.requires_grad {
+            op::NEWTRUE
+        } else {
+            op::NEWFALSE
+        });
         // backward hooks: an empty OrderedDict
         self.global("collections", "OrderedDict");
         self.out.push(op::EMPTY_TUPLE);
@@ -533,7 +555,10 @@ pub(crate) fn check_view(t: &Tensor) -> Result<()> {
         )));
     }
     if t.shape.iter().any(|&s| s < 0) || t.storage_offset < 0 {
-        return Err(FormatError::unwritable(format!("tensor has a negative size or offset: {:?}", t.shape)));
+        return Err(FormatError::unwritable(format!(
+            "tensor has a negative size or offset: {:?}",
+            t.shape
+        )));
     }
     if t.numel() == 0 {
         return Ok(());
@@ -564,7 +589,17 @@ mod tests {
     #[test]
     fn ints_use_the_smallest_opcode() {
         let mut p = Pickler::default();
-        for x in [0i64, 255, 256, 65535, 65536, -1, i32::MIN as i64, i32::MAX as i64 + 1, i64::MIN] {
+        for x in [
+            0i64,
+            255,
+            256,
+            65535,
+            65536,
+            -1,
+            i32::MIN as i64,
+            i32::MAX as i64 + 1,
+            i64::MIN,
+        ] {
             p.int(x);
         }
         let expect: Vec<u8> = [

@@ -21,7 +21,10 @@ pub struct Global {
 
 impl Global {
     pub fn new(module: impl Into<String>, name: impl Into<String>) -> Self {
-        Global { module: module.into(), name: name.into() }
+        Global {
+            module: module.into(),
+            name: name.into(),
+        }
     }
     /// True when this is `module.name`.
     pub fn is(&self, module: &str, name: &str) -> bool {
@@ -107,7 +110,10 @@ impl PartialEq for Value {
             (Float(a), Float(b)) => a.to_bits() == b.to_bits(),
             (Str(a), Str(b)) => a == b,
             (Bytes(a), Bytes(b)) => a == b,
-            (List(a), List(b)) | (Tuple(a), Tuple(b)) | (Set(a), Set(b)) | (FrozenSet(a), FrozenSet(b)) => a == b,
+            (List(a), List(b))
+            | (Tuple(a), Tuple(b))
+            | (Set(a), Set(b))
+            | (FrozenSet(a), FrozenSet(b)) => a == b,
             (Dict(a), Dict(b)) => a == b,
             (Global(a), Global(b)) => a == b,
             (Object(a), Object(b)) => a == b,
@@ -171,7 +177,12 @@ impl Value {
 
     /// A plain dict with string keys.
     pub fn dict<K: Into<String>>(items: impl IntoIterator<Item = (K, Value)>) -> Value {
-        Value::Dict(items.into_iter().map(|(k, v)| (Value::Str(k.into()), v)).collect())
+        Value::Dict(
+            items
+                .into_iter()
+                .map(|(k, v)| (Value::Str(k.into()), v))
+                .collect(),
+        )
     }
 
     /// `collections.OrderedDict(items)` (what `nn.Module.state_dict()` and tensors' backward
@@ -218,7 +229,10 @@ impl Value {
     pub fn enum_member(module: &str, class: &str, value: Value) -> Value {
         static CACHE: OnceLock<Mutex<HashMap<String, Arc<Value>>>> = OnceLock::new();
         let key = format!("{module}\n{class}\n{value:?}");
-        let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = CACHE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let arc = cache
             .entry(key)
             .or_insert_with(|| Arc::new(Value::reduce(module, class, vec![value])))
@@ -302,10 +316,15 @@ impl Value {
     /// (`args.learning_rate` for a `TrainingArguments`).
     pub fn get(&self, key: &str) -> Option<&Value> {
         let items: &[(Value, Value)] = match self.resolved() {
-            Value::Object(o) if !o.class.is("collections", "OrderedDict") => o.state.as_ref()?.as_dict()?,
+            Value::Object(o) if !o.class.is("collections", "OrderedDict") => {
+                o.state.as_ref()?.as_dict()?
+            }
             _ => self.as_dict()?,
         };
-        items.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+        items
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
     }
 }
 
@@ -428,12 +447,17 @@ impl DType {
             Bool => "BoolStorage",
             Complex64 => "ComplexFloatStorage",
             Complex128 => "ComplexDoubleStorage",
-            Complex32 | UInt16 | UInt32 | UInt64 | Float8E4M3FN | Float8E5M2 | Float8E8M0FNU => return None,
+            Complex32 | UInt16 | UInt32 | UInt64 | Float8E4M3FN | Float8E5M2 | Float8E8M0FNU => {
+                return None
+            }
         })
     }
 
     pub fn from_storage_class(name: &str) -> Option<DType> {
-        DType::ALL.iter().copied().find(|d| d.storage_class() == Some(name))
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.storage_class() == Some(name))
     }
 
     /// The matching tch kind (tch has no unsigned 16/32/64-bit or e8m0 kinds).
@@ -461,7 +485,10 @@ impl DType {
     }
 
     pub fn from_kind(kind: tch::Kind) -> Option<DType> {
-        DType::ALL.iter().copied().find(|d| d.to_kind() == Some(kind))
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.to_kind() == Some(kind))
     }
 }
 
@@ -618,6 +645,59 @@ where
     }
 }
 
+/// Borrowed bytes lent to [`with_borrowed`]'s closure; unusable once it returns.
+struct Lent {
+    ptr: *const u8,
+    len: usize,
+    valid: Arc<std::sync::RwLock<bool>>,
+}
+
+// SAFETY: the pointer is only dereferenced under the read lock while `valid` is true, and
+// `with_borrowed` sets it false (under the write lock) before the borrow it came from ends.
+unsafe impl Send for Lent {}
+unsafe impl Sync for Lent {}
+
+impl ByteSource for Lent {
+    fn len(&self) -> u64 {
+        self.len as u64
+    }
+    fn stream(&self, sink: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        let valid = self.valid.read().unwrap_or_else(|e| e.into_inner());
+        if !*valid {
+            return Err(io::Error::other(
+                "borrowed tensor bytes used after with_borrowed returned",
+            ));
+        }
+        // SAFETY: see the Send/Sync impls; the borrow is alive while `valid` is true.
+        sink(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+    }
+}
+
+/// Lends borrowed slices (e.g. `pod_bytes(&params)`) as byte sources to `f`, which builds a
+/// [`Value`] from them and saves it: the bytes are streamed straight from the slices, never
+/// copied. Sources that outlive `f` refuse to stream (an error, not a dangling read).
+pub fn with_borrowed<R>(slices: &[&[u8]], f: impl FnOnce(Vec<Arc<dyn ByteSource>>) -> R) -> R {
+    struct Revoke(Arc<std::sync::RwLock<bool>>);
+    impl Drop for Revoke {
+        fn drop(&mut self) {
+            *self.0.write().unwrap_or_else(|e| e.into_inner()) = false;
+        }
+    }
+    let valid = Arc::new(std::sync::RwLock::new(true));
+    let _revoke = Revoke(valid.clone());
+    let sources = slices
+        .iter()
+        .map(|s| {
+            Arc::new(Lent {
+                ptr: s.as_ptr(),
+                len: s.len(),
+                valid: valid.clone(),
+            }) as Arc<dyn ByteSource>
+        })
+        .collect();
+    f(sources)
+}
+
 /// The memory of a contiguous CPU `tch::Tensor`, streamed without a copy.
 ///
 /// The wrapper keeps the tensor alive; its bytes are read when the file is written, so the
@@ -634,10 +714,15 @@ unsafe impl Sync for TchBytes {}
 impl TchBytes {
     /// Wraps `t` (made CPU and contiguous first; a copy only when it is not already).
     pub fn new(t: &tch::Tensor) -> Result<TchBytes> {
-        let t = if t.device() != tch::Device::Cpu { t.to_device(tch::Device::Cpu) } else { t.shallow_clone() };
+        let t = if t.device() != tch::Device::Cpu {
+            t.to_device(tch::Device::Cpu)
+        } else {
+            t.shallow_clone()
+        };
         let t = if t.is_contiguous() { t } else { t.contiguous() };
-        let dtype = DType::from_kind(t.kind())
-            .ok_or_else(|| FormatError::unwritable(format!("tch kind {:?} has no torch dtype here", t.kind())))?;
+        let dtype = DType::from_kind(t.kind()).ok_or_else(|| {
+            FormatError::unwritable(format!("tch kind {:?} has no torch dtype here", t.kind()))
+        })?;
         let len = t.numel() as u64 * dtype.size();
         Ok(TchBytes { tensor: t, len })
     }
@@ -659,7 +744,9 @@ impl ByteSource for TchBytes {
         }
         // SAFETY: the tensor is contiguous on the CPU and alive as long as self; len bytes
         // starting at data_ptr are its elements.
-        Some(unsafe { std::slice::from_raw_parts(self.tensor.data_ptr() as *const u8, self.len as usize) })
+        Some(unsafe {
+            std::slice::from_raw_parts(self.tensor.data_ptr() as *const u8, self.len as usize)
+        })
     }
 }
 
@@ -673,7 +760,11 @@ pub struct Storage {
 
 impl Storage {
     pub fn new(dtype: DType, data: Arc<dyn ByteSource>) -> Storage {
-        Storage { dtype, location: "cpu".to_string(), data }
+        Storage {
+            dtype,
+            location: "cpu".to_string(),
+            data,
+        }
     }
     /// Bytes in the storage.
     pub fn nbytes(&self) -> u64 {
@@ -687,7 +778,13 @@ impl Storage {
 
 impl fmt::Debug for Storage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Storage({:?}, {} bytes, {})", self.dtype, self.nbytes(), self.location)
+        write!(
+            f,
+            "Storage({:?}, {} bytes, {})",
+            self.dtype,
+            self.nbytes(),
+            self.location
+        )
     }
 }
 
@@ -787,8 +884,9 @@ impl Tensor {
 
     /// Wraps a tch tensor without copying its memory (see [`TchBytes`]).
     pub fn from_tch(t: &tch::Tensor) -> Result<Tensor> {
-        let dtype = DType::from_kind(t.kind())
-            .ok_or_else(|| FormatError::unwritable(format!("tch kind {:?} has no torch dtype here", t.kind())))?;
+        let dtype = DType::from_kind(t.kind()).ok_or_else(|| {
+            FormatError::unwritable(format!("tch kind {:?} has no torch dtype here", t.kind()))
+        })?;
         let bytes = TchBytes::new(t)?;
         let shape = t.size();
         Tensor::new(dtype, &shape, Arc::new(bytes))
@@ -797,10 +895,14 @@ impl Tensor {
     /// A new tch tensor holding a copy of this tensor's elements.
     pub fn to_tch(&self) -> Result<tch::Tensor> {
         let dtype = self.dtype();
-        let kind = dtype
-            .to_kind()
-            .ok_or_else(|| FormatError::invalid(format!("dtype {} has no tch kind", dtype.torch_name())))?;
-        let bytes = self.storage.data.to_vec().map_err(|e| FormatError::io("read tensor data", e))?;
+        let kind = dtype.to_kind().ok_or_else(|| {
+            FormatError::invalid(format!("dtype {} has no tch kind", dtype.torch_name()))
+        })?;
+        let bytes = self
+            .storage
+            .data
+            .to_vec()
+            .map_err(|e| FormatError::io("read tensor data", e))?;
         let numel = self.storage.numel() as i64;
         let storage = tch::Tensor::f_from_data_size(&bytes, &[numel], kind)
             .map_err(|e| FormatError::invalid(format!("tch refused tensor data: {e}")))?;
@@ -841,9 +943,16 @@ impl Tensor {
         let mut out = Vec::with_capacity(n * es);
         let mut idx = vec![0i64; self.shape.len()];
         for _ in 0..n {
-            let off: i64 = self.storage_offset + idx.iter().zip(&self.stride).map(|(i, s)| i * s).sum::<i64>();
+            let off: i64 = self.storage_offset
+                + idx
+                    .iter()
+                    .zip(&self.stride)
+                    .map(|(i, s)| i * s)
+                    .sum::<i64>();
             let o = off as usize * es;
-            let chunk = all.get(o..o + es).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "view out of storage"))?;
+            let chunk = all
+                .get(o..o + es)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "view out of storage"))?;
             out.extend_from_slice(chunk);
             for d in (0..idx.len()).rev() {
                 idx[d] += 1;

@@ -15,7 +15,11 @@ const EOCD_SIG: u32 = 0x0605_4b50;
 const ZIP64_EOCD_SIG: u32 = 0x0606_4b50;
 const ZIP64_LOCATOR_SIG: u32 = 0x0706_4b50;
 const FLAGS: u16 = 0x0808; // data descriptor + UTF-8 names
+const FLAGS_EMPTY: u16 = 0x0800; // an empty record: UTF-8 names, no data descriptor (as miniz)
 const U32_MAX: u64 = 0xFFFF_FFFF;
+
+/// Receives a record's bytes, chunk by chunk.
+pub(crate) type Sink<'a> = dyn FnMut(&[u8]) -> io::Result<()> + 'a;
 
 struct CdEntry {
     name: String,
@@ -36,7 +40,13 @@ pub(crate) struct ZipWriter<W: Write> {
 
 impl<W: Write> ZipWriter<W> {
     pub fn new(w: W, alignment: u64, crc32: bool) -> Self {
-        ZipWriter { w, pos: 0, alignment: alignment.max(1), crc32, entries: Vec::new() }
+        ZipWriter {
+            w,
+            pos: 0,
+            alignment: alignment.max(1),
+            crc32,
+            entries: Vec::new(),
+        }
     }
 
     fn put(&mut self, b: &[u8]) -> io::Result<()> {
@@ -50,7 +60,7 @@ impl<W: Write> ZipWriter<W> {
         &mut self,
         name: &str,
         size: u64,
-        data: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
+        data: &mut dyn FnMut(&mut Sink) -> io::Result<()>,
     ) -> io::Result<()> {
         let offset = self.pos;
         let big_size = size >= U32_MAX;
@@ -90,7 +100,7 @@ impl<W: Write> ZipWriter<W> {
         let mut h = Vec::with_capacity(30 + name.len() + extra.len());
         h.extend_from_slice(&LOCAL_SIG.to_le_bytes());
         h.extend_from_slice(&0u16.to_le_bytes()); // version needed
-        h.extend_from_slice(&FLAGS.to_le_bytes());
+        h.extend_from_slice(&(if size == 0 { FLAGS_EMPTY } else { FLAGS }).to_le_bytes());
         h.extend_from_slice(&0u16.to_le_bytes()); // method: stored
         h.extend_from_slice(&0u32.to_le_bytes()); // time, date
         h.extend_from_slice(&0u32.to_le_bytes()); // crc (in the descriptor)
@@ -123,6 +133,15 @@ impl<W: Write> ZipWriter<W> {
             ));
         }
         let crc = if crc_on { hasher.finalize() } else { 0 };
+        if size == 0 {
+            self.entries.push(CdEntry {
+                name: name.to_string(),
+                crc,
+                size,
+                offset,
+            });
+            return Ok(());
+        }
         let mut d = Vec::with_capacity(24);
         d.extend_from_slice(&DESCRIPTOR_SIG.to_le_bytes());
         d.extend_from_slice(&crc.to_le_bytes());
@@ -134,7 +153,12 @@ impl<W: Write> ZipWriter<W> {
             d.extend_from_slice(&(size as u32).to_le_bytes());
         }
         self.put(&d)?;
-        self.entries.push(CdEntry { name: name.to_string(), crc, size, offset });
+        self.entries.push(CdEntry {
+            name: name.to_string(),
+            crc,
+            size,
+            offset,
+        });
         Ok(())
     }
 
@@ -165,7 +189,7 @@ impl<W: Write> ZipWriter<W> {
             cd.extend_from_slice(&CENTRAL_SIG.to_le_bytes());
             cd.extend_from_slice(&0u16.to_le_bytes()); // version made by
             cd.extend_from_slice(&0u16.to_le_bytes()); // version needed
-            cd.extend_from_slice(&FLAGS.to_le_bytes());
+            cd.extend_from_slice(&(if e.size == 0 { FLAGS_EMPTY } else { FLAGS }).to_le_bytes());
             cd.extend_from_slice(&0u16.to_le_bytes()); // method
             cd.extend_from_slice(&0u32.to_le_bytes()); // time, date
             cd.extend_from_slice(&e.crc.to_le_bytes());
@@ -232,7 +256,8 @@ fn le64(b: &[u8], at: usize) -> u64 {
 
 fn read_at(f: &mut File, offset: u64, len: usize, what: &str) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
-    f.seek(SeekFrom::Start(offset)).map_err(|e| FormatError::io("seek", e))?;
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| FormatError::io("seek", e))?;
     f.read_exact(&mut buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             FormatError::zip(format!("truncated {what}"))
@@ -247,14 +272,22 @@ fn read_at(f: &mut File, offset: u64, len: usize, what: &str) -> Result<Vec<u8>>
 pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
     let file_len = f.metadata().map_err(|e| FormatError::io("stat", e))?.len();
     if file_len < 22 {
-        return Err(FormatError::zip(format!("not a zip archive: {file_len} bytes, no end of central directory")));
+        return Err(FormatError::zip(format!(
+            "not a zip archive: {file_len} bytes, no end of central directory"
+        )));
     }
     let tail_len = file_len.min(22 + 0xFFFF + 20);
     let tail = read_at(f, file_len - tail_len, tail_len as usize, "zip end records")?;
     let eocd = (0..=tail.len() - 22)
         .rev()
-        .find(|&i| le32(&tail, i) == EOCD_SIG && i + 22 + le16(&tail, i + 20) as usize == tail.len())
-        .or_else(|| (0..=tail.len() - 22).rev().find(|&i| le32(&tail, i) == EOCD_SIG))
+        .find(|&i| {
+            le32(&tail, i) == EOCD_SIG && i + 22 + le16(&tail, i + 20) as usize == tail.len()
+        })
+        .or_else(|| {
+            (0..=tail.len() - 22)
+                .rev()
+                .find(|&i| le32(&tail, i) == EOCD_SIG)
+        })
         .ok_or_else(|| FormatError::zip("not a zip archive: no end of central directory record"))?;
     let eocd_pos = file_len - tail_len + eocd as u64;
     let mut n_entries = le16(&tail, eocd + 10) as u64;
@@ -263,17 +296,24 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
     if eocd >= 20 && le32(&tail, eocd - 20) == ZIP64_LOCATOR_SIG {
         let z64_pos = le64(&tail, eocd - 20 + 8);
         if z64_pos + 56 > eocd_pos {
-            return Err(FormatError::zip("corrupt zip64 end of central directory locator"));
+            return Err(FormatError::zip(
+                "corrupt zip64 end of central directory locator",
+            ));
         }
         let z = read_at(f, z64_pos, 56, "zip64 end of central directory")?;
         if le32(&z, 0) != ZIP64_EOCD_SIG {
-            return Err(FormatError::zip("corrupt zip64 end of central directory record"));
+            return Err(FormatError::zip(
+                "corrupt zip64 end of central directory record",
+            ));
         }
         n_entries = le64(&z, 32);
         cd_size = le64(&z, 40);
         cd_offset = le64(&z, 48);
     }
-    if cd_offset.checked_add(cd_size).is_none_or(|end| end > eocd_pos) {
+    if cd_offset
+        .checked_add(cd_size)
+        .is_none_or(|end| end > eocd_pos)
+    {
         return Err(FormatError::zip("truncated zip central directory"));
     }
     let cd = read_at(f, cd_offset, cd_size as usize, "zip central directory")?;
@@ -302,13 +342,17 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
         while e + 4 <= extra.len() {
             let id = le16(extra, e);
             let len = le16(extra, e + 2) as usize;
-            let body = extra.get(e + 4..e + 4 + len).ok_or_else(|| FormatError::zip(format!("{name}: corrupt extra field")))?;
+            let body = extra
+                .get(e + 4..e + 4 + len)
+                .ok_or_else(|| FormatError::zip(format!("{name}: corrupt extra field")))?;
             if id == 1 {
                 let mut q = 0;
                 let mut take = |v: &mut u64| -> Result<()> {
                     if *v == U32_MAX {
                         if q + 8 > body.len() {
-                            return Err(FormatError::zip(format!("{name}: short zip64 extra field")));
+                            return Err(FormatError::zip(format!(
+                                "{name}: short zip64 extra field"
+                            )));
                         }
                         *v = le64(body, q);
                         q += 8;
@@ -322,23 +366,38 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
             e += 4 + len;
         }
         if method != 0 {
-            return Err(FormatError::zip(format!("{name}: compressed zip entry (method {method}); torch writes stored entries only")));
+            return Err(FormatError::zip(format!(
+                "{name}: compressed zip entry (method {method}); torch writes stored entries only"
+            )));
         }
         if csize != usize_ {
-            return Err(FormatError::zip(format!("{name}: stored entry with differing sizes")));
+            return Err(FormatError::zip(format!(
+                "{name}: stored entry with differing sizes"
+            )));
         }
         if offset + 30 > file_len {
-            return Err(FormatError::zip(format!("{name}: local header offset beyond the end of the file")));
+            return Err(FormatError::zip(format!(
+                "{name}: local header offset beyond the end of the file"
+            )));
         }
         let lh = read_at(f, offset, 30, "zip local header")?;
         if le32(&lh, 0) != LOCAL_SIG {
-            return Err(FormatError::zip(format!("{name}: corrupt zip local header")));
+            return Err(FormatError::zip(format!(
+                "{name}: corrupt zip local header"
+            )));
         }
         let data_offset = offset + 30 + le16(&lh, 26) as u64 + le16(&lh, 28) as u64;
         if data_offset + usize_ > file_len {
-            return Err(FormatError::zip(format!("truncated record {name}: {usize_} bytes at {data_offset}, file has {file_len}")));
+            return Err(FormatError::zip(format!(
+                "truncated record {name}: {usize_} bytes at {data_offset}, file has {file_len}"
+            )));
         }
-        entries.push(ZipEntry { name, crc, size: usize_, data_offset });
+        entries.push(ZipEntry {
+            name,
+            crc,
+            size: usize_,
+            data_offset,
+        });
         p = end;
     }
     Ok(entries)
@@ -346,9 +405,17 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
 
 /// Reads an entry's bytes, checking the CRC when `verify_crc`.
 pub fn read_entry(f: &mut File, e: &ZipEntry, verify_crc: bool) -> Result<Vec<u8>> {
-    let data = read_at(f, e.data_offset, e.size as usize, &format!("record {}", e.name))?;
+    let data = read_at(
+        f,
+        e.data_offset,
+        e.size as usize,
+        &format!("record {}", e.name),
+    )?;
     if verify_crc && e.crc != 0 && crc32fast::hash(&data) != e.crc {
-        return Err(FormatError::zip(format!("CRC mismatch in record {}", e.name)));
+        return Err(FormatError::zip(format!(
+            "CRC mismatch in record {}",
+            e.name
+        )));
     }
     Ok(data)
 }

@@ -1,0 +1,84 @@
+//! `torch.optim.SGD` as HF builds it for `optim="sgd"` (no momentum, no weight decay): one
+//! `param.add_(grad, alpha=-lr)` per parameter, in float32.
+
+use crate::optim::{Param, PyValue, TorchLayout};
+
+#[derive(Debug, Clone)]
+pub struct Sgd {
+    pub layout: TorchLayout,
+    /// HF's two groups: (parameter indices, weight_decay, lr, initial_lr).
+    pub groups: Vec<(Vec<usize>, f64, f64, Option<f64>)>,
+    /// Parameters that took a step (torch 2.1 records an empty momentum buffer for them).
+    pub stepped: Vec<bool>,
+}
+
+impl Sgd {
+    pub fn hf(layout: TorchLayout, lr: f64, weight_decay: f64, decay: &[bool]) -> Sgd {
+        let on: Vec<usize> = (0..decay.len()).filter(|i| decay[*i]).collect();
+        let off: Vec<usize> = (0..decay.len()).filter(|i| !decay[*i]).collect();
+        Sgd { layout, groups: vec![(on, weight_decay, lr, None), (off, 0.0, lr, None)], stepped: vec![false; decay.len()] }
+    }
+
+    pub fn set_lr(&mut self, lr: f64) {
+        for g in &mut self.groups {
+            g.2 = lr;
+        }
+    }
+
+    pub fn set_initial_lr(&mut self, lr: Option<f64>) {
+        for g in &mut self.groups {
+            g.3 = lr;
+        }
+    }
+
+    pub fn step(&mut self, params: &mut [Param]) {
+        for (idx, _, lr, _) in &self.groups {
+            let alpha = -*lr as f32;
+            for &i in idx {
+                let p = &mut params[i];
+                if let Some(g) = &p.grad {
+                    for (x, gx) in p.data.iter_mut().zip(g) {
+                        *x = gx.mul_add(alpha, *x);
+                    }
+                    self.stepped[i] = true;
+                }
+            }
+        }
+    }
+
+    /// `optimizer.state_dict()`, keys in the torch release's order.
+    pub fn state_dict(&self) -> PyValue {
+        let state = match self.layout {
+            TorchLayout::V2_13 => vec![],
+            TorchLayout::V2_1 => (0..self.stepped.len())
+                .filter(|i| self.stepped[*i])
+                .map(|i| (PyValue::Int(i as i64), PyValue::str_dict(vec![("momentum_buffer", PyValue::None)])))
+                .collect(),
+        };
+        let groups = self
+            .groups
+            .iter()
+            .map(|(idx, wd, lr, initial)| {
+                let mut e: Vec<(&str, PyValue)> = vec![
+                    ("weight_decay", PyValue::Float(*wd)),
+                    ("lr", PyValue::Float(*lr)),
+                    ("momentum", PyValue::Int(0)),
+                    ("dampening", PyValue::Int(0)),
+                    ("nesterov", PyValue::Bool(false)),
+                    ("maximize", PyValue::Bool(false)),
+                    ("foreach", PyValue::None),
+                    ("differentiable", PyValue::Bool(false)),
+                ];
+                if self.layout == TorchLayout::V2_13 {
+                    e.push(("fused", PyValue::None));
+                }
+                if let Some(il) = initial {
+                    e.push(("initial_lr", PyValue::Float(*il)));
+                }
+                e.push(("params", PyValue::List(idx.iter().map(|i| PyValue::Int(*i as i64)).collect())));
+                PyValue::str_dict(e)
+            })
+            .collect();
+        PyValue::str_dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
+    }
+}

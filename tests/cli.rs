@@ -1,0 +1,99 @@
+//! The CLI's contract: HF's errors are results (exit 0), the tool's own errors name the file and
+//! field and exit non-zero, and nothing is written half-way for a broken scenario.
+use assert_fs::prelude::*;
+use std::process::Command;
+
+fn ckptspec(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ckptspec"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("ckptspec runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn run_writes_a_run_directory_like_the_golden_one() {
+    let out = assert_fs::TempDir::new().unwrap();
+    let dir = out.path().join("run");
+    let (code, _, err) = ckptspec(&[
+        "run",
+        "conformance/scenarios/save/final-step-not-multiple.json",
+        "--hf",
+        "5.24.0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/hf-5.24.0/final-step-not-multiple");
+    let rep = ckptspec::diff::compare_run_dirs(&golden, &dir).unwrap();
+    assert!(rep.is_clean(), "{:?}", rep.first());
+}
+
+#[test]
+fn an_hf_error_is_a_result_with_exit_status_zero() {
+    let out = assert_fs::TempDir::new().unwrap();
+    let dir = out.path().join("run");
+    let (code, _, err) = ckptspec(&[
+        "run",
+        "conformance/scenarios/errors/unknown-argument.json",
+        "--hf",
+        "4.31.0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let result = std::fs::read_to_string(dir.join("result.json")).unwrap();
+    assert!(result.contains("\"type\": \"TypeError\""), "{result}");
+    assert!(result.contains("unexpected keyword argument 'save_step'"), "{result}");
+}
+
+#[test]
+fn an_unsupported_version_lists_the_supported_ones() {
+    let out = assert_fs::TempDir::new().unwrap();
+    let (code, _, err) = ckptspec(&[
+        "run",
+        "conformance/scenarios/save/final-step-not-multiple.json",
+        "--hf",
+        "4.99.0",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("4.99.0") && err.contains("5.24.0") && err.contains("4.31.0"), "{err}");
+}
+
+#[test]
+fn a_broken_scenario_names_the_file_and_field_and_writes_nothing() {
+    let tmp = assert_fs::TempDir::new().unwrap();
+    let cases = [
+        ("typo.json", r#"{"name": "typo", "summary": "s", "args": {}, "metrcs": []}"#, "metrcs"),
+        ("wrong-name.json", r#"{"name": "other", "summary": "s", "args": {}}"#, "name"),
+        ("owned.json", r#"{"name": "owned", "summary": "s", "args": {"output_dir": "x"}}"#, "output_dir"),
+        ("not-json.json", r#"{"name": "#, "not-json.json"),
+        ("finally.json", r#"{"name": "finally", "summary": "s", "args": {}, "finally": ["push"]}"#, "push"),
+    ];
+    for (file, text, needle) in cases {
+        let f = tmp.child(file);
+        f.write_str(text).unwrap();
+        let out = tmp.child(format!("out-{file}"));
+        let (code, _, err) = ckptspec(&["run", f.path().to_str().unwrap(), "--hf", "5.24.0", "--out", out.path().to_str().unwrap()]);
+        assert_ne!(code, 0, "{file}: {err}");
+        assert!(err.contains(file), "{file}: message does not name the file: {err}");
+        assert!(err.contains(needle), "{file}: message does not name {needle}: {err}");
+        assert!(!out.path().join("result.json").exists(), "{file}: a result was written");
+    }
+}
+
+#[test]
+fn a_folder_runs_every_scenario_into_its_own_directory() {
+    let tmp = assert_fs::TempDir::new().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios/finally");
+    let out = tmp.path().join("all");
+    let (code, _, err) = ckptspec(&["run", src.to_str().unwrap(), "--hf", "4.31.0", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let name = e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned();
+        assert!(out.join(&name).join("result.json").exists(), "{name}");
+    }
+}
