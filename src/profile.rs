@@ -133,6 +133,11 @@ pub struct Profile {
     pub training_args_template: &'static [u8],
     /// HF's weight-decay exclusion also matches norm-named parameters (5.x).
     pub decay_norm_patterns: bool,
+    /// How the training sampler is seeded (accelerate's seedable sampler, or a seed drawn from
+    /// the global generator).
+    pub sampler: crate::sampler::SamplerKind,
+    /// `eval_loss` ignores non-finite batch losses when `logging_nan_inf_filter` (5.24).
+    pub eval_loss_skips_nonfinite: bool,
 }
 
 impl Profile {
@@ -188,6 +193,8 @@ impl Profile {
                 config_use_cache: true,
                 training_args_template: include_bytes!("../golden/hf-5.24.0/TRAINING_ARGS.pkl"),
                 decay_norm_patterns: true,
+                sampler: crate::sampler::SamplerKind::SeedableEpochSeed,
+                eval_loss_skips_nonfinite: true,
             }),
             "4.31.0" => Ok(Profile {
                 version: "4.31.0",
@@ -237,6 +244,8 @@ impl Profile {
                 config_use_cache: false,
                 training_args_template: include_bytes!("../golden/hf-4.31.0/TRAINING_ARGS.pkl"),
                 decay_norm_patterns: false,
+                sampler: crate::sampler::SamplerKind::GlobalDrawnSeed,
+                eval_loss_skips_nonfinite: false,
             }),
             _ => Err(format!("unsupported --hf version {version:?}; supported: {}", SUPPORTED.join(", "))),
         }

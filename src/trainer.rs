@@ -13,7 +13,7 @@ use crate::profile::{BestTiming, LoggedLr, Profile};
 use crate::pyjson::{DumpOptions, PyJson};
 use crate::rotation;
 use crate::runner::RunError;
-use crate::sampler::{SamplerKind, TrainRngTracker};
+use crate::sampler::TrainRngTracker;
 use crate::scenario::{FinallyCall, Scenario};
 use crate::schedule::{self, Control, Intervals};
 use crate::state::{self, LogEntry, TrainerState};
@@ -230,8 +230,7 @@ impl<'a> Trainer<'a> {
             }
         }
         let seed = args.seed as u64;
-        let kind = if profile.version.starts_with('4') { SamplerKind::GlobalDrawnSeed } else { SamplerKind::SeedableEpochSeed };
-        let rng = TrainRngTracker::new(kind, seed, args.data_seed.map(|s| s as u64));
+        let rng = TrainRngTracker::new(profile.sampler, seed, args.data_seed.map(|s| s as u64));
         let lr = args.learning_rate;
         let decay = optim::hf_decay_mask(&["a", "b"], profile.decay_norm_patterns);
         let opt = if args.optim == "sgd" {
@@ -599,7 +598,7 @@ impl<'a> Trainer<'a> {
         }
         if !losses.is_empty() {
             let finite: Vec<f32> = losses.iter().copied().filter(|l| l.is_finite()).collect();
-            let use_ = if self.profile.version.starts_with('5') && !finite.is_empty() { finite } else { losses };
+            let use_ = if self.profile.eval_loss_skips_nonfinite && !finite.is_empty() { finite } else { losses };
             metrics.push((format!("{prefix}_loss"), PyJson::Float(numpy_mean_f32(&use_) as f64)));
         }
         // Keys not already prefixed move to the end under the prefix, in order.

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Loads every file of run directories written by an implementation with the real libraries of
+an HF profile's venv, the way HF itself loads them, and compares the loaded objects with the
+golden run directories loaded the same way.
+
+    python conformance/load_check.py OURS_ROOT GOLDEN_ROOT [NAME ...]
+
+OURS_ROOT/<name>/ and GOLDEN_ROOT/<name>/ are run directories. Exit status 0 when every file
+loads and equals its golden counterpart (floats within the float class of conformance/README.md);
+1 otherwise, with one line per problem. It never writes anything.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+RTOL, ATOL = 1e-5, 1e-7
+NEW_TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 4)
+
+
+def safe_globals_ctx():
+    """HF 5.x loads rng_state.pth with weights_only=True inside its own safe_globals()."""
+    try:
+        from transformers.trainer_pt_utils import safe_globals
+        return safe_globals()
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def load(path):
+    """As the profile's HF loads it: weights_only=True for tensors/state (torch >= 2.4 era),
+    the bare torch.load of older versions otherwise; training_args.bin is a pickled object."""
+    name = os.path.basename(path)
+    if name.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        return load_file(path)
+    if name.endswith(".json"):
+        with open(path) as f:
+            return json.load(f)
+    if name == "training_args.bin":
+        return torch.load(path, weights_only=False) if NEW_TORCH else torch.load(path)
+    if not NEW_TORCH:
+        # torch 2.1.2: HF 4.31 calls a bare torch.load; the tensor files must also load safely.
+        torch.load(path, weights_only=name != "rng_state.pth")
+        return torch.load(path)
+    if name == "rng_state.pth":
+        with safe_globals_ctx():
+            return torch.load(path, weights_only=True)
+    return torch.load(path, weights_only=True)
+
+
+def same(a, b, where, out):
+    if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)):
+        out.append(f"{where}: type {type(a).__name__} vs {type(b).__name__}")
+        return
+    if isinstance(a, dict):
+        if list(a.keys()) != list(b.keys()):
+            out.append(f"{where}: keys {list(a.keys())} vs {list(b.keys())}")
+            return
+        for k in a:
+            if k.endswith("_runtime") or k.endswith("_per_second") if isinstance(k, str) else False:
+                continue
+            same(a[k], b[k], f"{where}[{k!r}]", out)
+    elif isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            out.append(f"{where}: length {len(a)} vs {len(b)}")
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]", out)
+    elif isinstance(a, torch.Tensor):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            out.append(f"{where}: tensor {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}")
+        elif a.dtype.is_floating_point:
+            if not torch.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+                out.append(f"{where}: tensor values {a} vs {b}")
+        elif not torch.equal(a, b):
+            out.append(f"{where}: tensor values differ")
+    elif isinstance(a, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(a, b):
+            out.append(f"{where}: ndarray differs")
+    elif isinstance(a, float):
+        if not (a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= RTOL * max(abs(a), abs(b)) + ATOL):
+            out.append(f"{where}: {a!r} vs {b!r}")
+    elif hasattr(a, "__dict__") and not isinstance(a, type):
+        da, db = vars(a), vars(b)
+        for k in sorted(set(da) | set(db)):
+            if k in ("distributed_state",):  # an accelerate PartialState: compared by its repr
+                if repr(da.get(k)) != repr(db.get(k)):
+                    out.append(f"{where}.{k}: {da.get(k)!r} vs {db.get(k)!r}")
+                continue
+            if k not in da or k not in db:
+                out.append(f"{where}.{k}: only in one")
+            else:
+                same(da[k], db[k], f"{where}.{k}", out)
+    elif a != b:
+        out.append(f"{where}: {a!r} vs {b!r}")
+
+
+def main():
+    ours_root, golden_root, *names = sys.argv[1:]
+    names = names or sorted(os.listdir(ours_root))
+    problems, files = [], 0
+    for name in names:
+        o_out, g_out = os.path.join(ours_root, name, "output"), os.path.join(golden_root, name, "output")
+        if not os.path.isdir(g_out):
+            continue
+        for dp, _, fns in os.walk(g_out):
+            for fn in fns:
+                if fn.endswith(".json"):
+                    continue  # JSON is compared by the Rust diff; this checks what torch reads
+                g = os.path.join(dp, fn)
+                o = os.path.join(o_out, os.path.relpath(g, g_out))
+                files += 1
+                try:
+                    lo = load(o)
+                except Exception as e:  # noqa: BLE001 - any failure to load is the finding
+                    problems.append(f"{name}/{os.path.relpath(o, os.path.join(ours_root, name))}: does not load: {type(e).__name__}: {e}")
+                    continue
+                out = []
+                same(load(g), lo, f"{name}/{os.path.relpath(g, golden_root + '/' + name)}", out)
+                problems.extend(out)
+    for p in problems:
+        print(p)
+    print(f"load_check torch {torch.__version__}: {files} files, {len(problems)} problem(s)")
+    return 1 if problems or files == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

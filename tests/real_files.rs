@@ -1,0 +1,40 @@
+//! "Files are real": every file the Rust trainer writes for every scenario loads with the real
+//! torch / safetensors of that profile's venv, the way HF itself loads it (weights_only=True
+//! with HF's safe globals in 5.x; torch 2.1.2's torch.load for 4.31.0), and equals the golden
+//! file loaded the same way (conformance/load_check.py).
+use ckptspec::profile::{Profile, SUPPORTED};
+use ckptspec::scenario::Scenario;
+use std::path::Path;
+use std::process::Command;
+
+fn venv_python(root: &Path, version: &str) -> std::path::PathBuf {
+    // ./dev's layout: the newest profile's venv is the test venv .venv.
+    let dir = if version == SUPPORTED[0] { root.join(".venv") } else { root.join(format!(".venv-hf-{version}")) };
+    dir.join("bin/python")
+}
+
+#[test]
+fn rust_written_files_load_in_real_torch_and_equal_the_golden_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for v in SUPPORTED {
+        let py = venv_python(root, v);
+        assert!(py.exists(), "{} is missing: `./dev test` creates every profile's venv", py.display());
+        let profile = Profile::get(v).unwrap();
+        let out = tmp.path().join(v);
+        for (_, sc) in &scenarios {
+            ckptspec::runner::run_scenario(sc, &profile, &out.join(&sc.name)).unwrap();
+        }
+        let res = Command::new(&py)
+            .arg(root.join("conformance/load_check.py"))
+            .arg(&out)
+            .arg(root.join("golden").join(format!("hf-{v}")))
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&res.stdout);
+        println!("{v}: {}", stdout.lines().last().unwrap_or(""));
+        assert!(res.status.success(), "{v}:\n{stdout}\n{}", String::from_utf8_lossy(&res.stderr));
+    }
+}
