@@ -765,6 +765,7 @@ impl<'a> Trainer<'a> {
         if !self.args.save_only_model && p.rng_after_state {
             self.write_rng(&dir)?;
         }
+        keep_mtime_order(&dir).map_err(|e| io_err(&dir, e))?;
         self.rotate()?;
         Ok(())
     }
@@ -883,6 +884,33 @@ impl<'a> Trainer<'a> {
         let sp = out.join("trainer_state.json");
         std::fs::write(&sp, self.state.to_json_string(self.profile)).map_err(|e| io_err(&sp, e))
     }
+}
+
+/// Rotation by mtime (4.31, and 5.x when saves span a second) assumes each new checkpoint
+/// folder is newer than the others, as it is under HF, whose saves take longer than the file
+/// system's timestamp granularity (a few ms). Our saves can be faster than that, so when the
+/// new folder's mtime does not exceed every other checkpoint's, it is set 1 ms past the newest.
+fn keep_mtime_order(dir: &Path) -> std::io::Result<()> {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified());
+    let mine = mtime(dir)?;
+    let mut newest = None;
+    if let Some(parent) = dir.parent() {
+        for e in std::fs::read_dir(parent)?.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if p != dir && p.is_dir() && name.to_string_lossy().starts_with("checkpoint-") {
+                let m = mtime(&p)?;
+                if newest.is_none_or(|n| m > n) {
+                    newest = Some(m);
+                }
+            }
+        }
+    }
+    if let Some(n) = newest.filter(|n| mine <= *n) {
+        let t = n + std::time::Duration::from_millis(1);
+        std::fs::File::open(dir)?.set_times(std::fs::FileTimes::new().set_modified(t))?;
+    }
+    Ok(())
 }
 
 fn optim_kind(args: &Args) -> Result<AdamWKind, HfError> {
