@@ -407,6 +407,25 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     })
 }
 
+/// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
+/// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
+pub const MODELLED: [&str; 30] = [
+    "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
+    "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
+    "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
+    "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
+    "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
+    "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
+];
+
+/// Whether the trainer reproduces this argument with this value (optimizers: the AdamW
+/// variants and plain SGD).
+pub fn is_modelled(name: &str, value: &Value) -> bool {
+    MODELLED.contains(&name)
+        && (name != "optim"
+            || matches!(value.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd")))
+}
+
 impl Args {
     /// The `eval_`-prefixed metric HF looks up (`"loss"` -> `"eval_loss"`, `"eval_x"` stays).
     pub fn metric_to_check(&self) -> Option<String> {

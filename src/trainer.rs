@@ -178,18 +178,8 @@ pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunEr
 
 fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut Option<PyJson>) -> Result<(), HfError> {
     let args = args::resolve(&sc.args, profile)?;
-    for (k, v) in &sc.args {
-        let known = [
-            "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
-            "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
-            "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
-            "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
-            "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
-            "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last",
-        ];
-        if !known.contains(&k.as_str()) && !(k == "optim" && (v == "adamw_torch" || v == "sgd")) {
-            return Err(HfError::not_modelled(format!("argument {k}={v}")));
-        }
+    if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::is_modelled(k, v)) {
+        return Err(HfError::not_modelled(format!("argument {k}={v}")));
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
     let res = t.train();
