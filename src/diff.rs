@@ -487,21 +487,17 @@ impl JsonCx<'_> {
             };
             let (te, ta) = (ee.and_then(|v| v.get("type")), ea.and_then(|v| v.get("type")));
             let (me, ma) = (ee.and_then(|v| v.get("message")), ea.and_then(|v| v.get("message")));
-            let what = if te.is_some() && te == ta {
-                match (me, ma) {
-                    (Some(PyJson::Str(x)), Some(PyJson::Str(y))) => {
-                        let at = x.chars().zip(y.chars()).position(|(c, d)| c != d).unwrap_or(x.chars().count().min(y.chars().count()));
-                        format!(
-                            "same type {}, message differs at character {at}: expected {:?}, got {:?}",
-                            json_show(te.unwrap()),
-                            shorten(x, 400),
-                            shorten(y, 400)
-                        )
-                    }
-                    _ => format!("expected {}, got {}", show(ee), show(ea)),
+            let what = match (te, me, ma) {
+                (Some(t), Some(PyJson::Str(x)), Some(PyJson::Str(y))) if te == ta => {
+                    let at = x.chars().zip(y.chars()).position(|(c, d)| c != d).unwrap_or(x.chars().count().min(y.chars().count()));
+                    format!(
+                        "same type {}, message differs at character {at}: expected {:?}, got {:?}",
+                        json_show(t),
+                        shorten(x, 400),
+                        shorten(y, 400)
+                    )
                 }
-            } else {
-                format!("expected {}, got {}", shorten(&show(ee), 400), shorten(&show(ea), 400))
+                _ => format!("expected {}, got {}", shorten(&show(ee), 400), shorten(&show(ea), 400)),
             };
             self.rep.push(Stage::Error, "result.json error", what);
         }

@@ -158,10 +158,11 @@ pub struct ParamGroup {
 /// Per-parameter optimizer state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamState {
-    /// torch kinds: the float32 `step` tensor's value; [`AdamWKind::HfAdamW`]: the int as f32
-    /// is not used, see `step_int`.
+    /// The parameter's shape (`exp_avg`/`exp_avg_sq` have it too).
+    pub shape: Vec<i64>,
+    /// torch's AdamW: the value of the 0-dim float32 `step` tensor (incremented in f32).
     pub step_f32: f32,
-    /// Number of steps taken (HF AdamW stores it as a Python int).
+    /// Number of steps taken: what HF's AdamW stores as a Python int `step`.
     pub step_int: i64,
     pub exp_avg: Vec<f32>,
     pub exp_avg_sq: Vec<f32>,
@@ -250,6 +251,7 @@ impl AdamW {
                 let p = &mut params[pi];
                 let Some(grad) = p.grad.clone() else { continue };
                 let st = self.state[pi].get_or_insert_with(|| ParamState {
+                    shape: p.shape.clone(),
                     step_f32: 0.0,
                     step_int: 0,
                     exp_avg: vec![0.0; p.data.len()],
@@ -286,8 +288,10 @@ impl AdamW {
     /// {"state": {<param index: int>: {"step": <see below>, "exp_avg": Tensor, "exp_avg_sq": Tensor}, ...},
     ///  "param_groups": [{<group keys, below>, "params": [int, ...]}, ...]}
     /// ```
-    /// `state` has entries only for parameters that took a step, keyed by their index in
-    /// ascending order of first step (= parameter order here). `step` is a 0-dim float32
+    /// `state` has entries only for parameters that took a step, keyed by their index, in the
+    /// order of their first step (torch's `self.state` insertion order; this struct emits
+    /// ascending index order, which is the same whenever parameter 0 has a grad at the first
+    /// step, always the case in HF's Trainer). `step` is a 0-dim float32
     /// tensor for torch's AdamW and a Python int for HF's AdamW. `exp_avg`/`exp_avg_sq` have
     /// the parameter's shape.
     ///
@@ -302,11 +306,15 @@ impl AdamW {
     /// * HF AdamW (any torch): `weight_decay, lr, betas, eps, correct_bias (True), [initial_lr],
     ///   params`.
     /// `betas` is a tuple of two floats; `lr`, `eps`, `weight_decay`, `initial_lr` floats.
+    /// `initial_lr` exists only when a LambdaLR scheduler was built (HF's `get_scheduler`
+    /// schedules); `ReduceLROnPlateau` does not add it.
+    /// `TorchFused` with `TorchLayout::V2_1` is not a real combination (torch 2.1.2 rejects
+    /// `fused=True` for CPU tensors).
     pub fn state_dict(&self) -> PyValue {
         let mut state = Vec::new();
         for (i, s) in self.state.iter().enumerate() {
             let Some(s) = s else { continue };
-            let shape = self.param_shape(i);
+            let shape = s.shape.clone();
             let step = match self.kind {
                 AdamWKind::HfAdamW => PyValue::Int(s.step_int),
                 _ => PyValue::TensorF32 { shape: vec![], data: vec![s.step_f32] },
@@ -324,13 +332,8 @@ impl AdamW {
         PyValue::str_dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
     }
 
-    fn param_shape(&self, _i: usize) -> Vec<i64> {
-        // Exp-avg shapes equal the parameter's; the contract's parameters are 0-dim. Callers
-        // with other shapes should use `state_dict_with_shapes`.
-        vec![]
-    }
-
-    /// [`state_dict`](Self::state_dict) with explicit parameter shapes.
+    /// [`state_dict`](Self::state_dict) with explicit parameter shapes (kept for callers; the
+    /// state already records each parameter's shape at its first step).
     pub fn state_dict_with_shapes(&self, shapes: &[Vec<i64>]) -> PyValue {
         let mut sd = self.state_dict();
         if let PyValue::Dict(entries) = &mut sd {

@@ -46,7 +46,8 @@ impl PyNum {
         }
     }
 
-    fn type_name(self) -> &'static str {
+    /// The Python type name (`"int"`/`"float"`).
+    pub fn type_name(self) -> &'static str {
         match self {
             PyNum::Int(_) => "int",
             PyNum::Float(_) => "float",
@@ -212,25 +213,24 @@ impl Plateau {
         let cooldown = num_arg("cooldown", PyNum::Int(0))?;
         let eps = num_arg("eps", PyNum::Float(1e-8))?;
         let threshold = num_arg("threshold", PyNum::Float(1e-4))?;
-        let str_arg = |k: &str, default: &str, prefix: &str| -> Result<String, PyError> {
+        let str_arg = |k: &str, default: &str| -> Result<String, PyError> {
             match get(k) {
                 None => Ok(default.to_string()),
                 Some(Value::String(s)) => Ok(s.clone()),
                 Some(v @ (Value::Array(_) | Value::Object(_))) => Err(PyError::new("TypeError", format!("unhashable type: '{}'", py_type_name(v)))),
                 Some(v) => {
                     // `v not in {"min", "max"}` is True, then `"mode " + v` fails.
-                    let _ = prefix;
                     Err(PyError::new("TypeError", format!("can only concatenate str (not \"{}\") to str", py_type_name(v))))
                 }
             }
         };
-        let mode_s = str_arg("mode", "min", "mode ")?;
+        let mode_s = str_arg("mode", "min")?;
         let mode = match mode_s.as_str() {
             "min" => Mode::Min,
             "max" => Mode::Max,
             _ => return Err(PyError::new("ValueError", format!("mode {mode_s} is unknown!"))),
         };
-        let tm_s = str_arg("threshold_mode", "rel", "threshold mode ")?;
+        let tm_s = str_arg("threshold_mode", "rel")?;
         let threshold_mode = match tm_s.as_str() {
             "rel" => ThresholdMode::Rel,
             "abs" => ThresholdMode::Abs,
@@ -400,11 +400,6 @@ impl PyNum {
     fn lt_py(self, other: PyNum) -> bool {
         other.gt(self)
     }
-}
-
-/// Name of a [`PyNum`]'s Python type (`"int"`/`"float"`).
-pub fn py_num_type(n: PyNum) -> &'static str {
-    n.type_name()
 }
 
 #[cfg(test)]

@@ -138,6 +138,12 @@ pub struct Profile {
     pub sampler: crate::sampler::SamplerKind,
     /// `eval_loss` ignores non-finite batch losses when `logging_nan_inf_filter` (5.24).
     pub eval_loss_skips_nonfinite: bool,
+    /// A training dataloader of length 0 runs on max_steps with sys.maxsize epochs (5.x), or
+    /// counts one update step per epoch (4.31).
+    pub empty_dataloader_runs_on_max_steps: bool,
+    /// An empty training dataloader yields one `None` batch (accelerate 0.21), which HF's
+    /// `_prepare_inputs` rejects with a TypeError.
+    pub empty_dataloader_yields_none: bool,
 }
 
 impl Profile {
@@ -195,6 +201,8 @@ impl Profile {
                 decay_norm_patterns: true,
                 sampler: crate::sampler::SamplerKind::SeedableEpochSeed,
                 eval_loss_skips_nonfinite: true,
+                empty_dataloader_runs_on_max_steps: true,
+                empty_dataloader_yields_none: false,
             }),
             "4.31.0" => Ok(Profile {
                 version: "4.31.0",
@@ -246,6 +254,8 @@ impl Profile {
                 decay_norm_patterns: false,
                 sampler: crate::sampler::SamplerKind::GlobalDrawnSeed,
                 eval_loss_skips_nonfinite: false,
+                empty_dataloader_runs_on_max_steps: false,
+                empty_dataloader_yields_none: true,
             }),
             _ => Err(format!("unsupported --hf version {version:?}; supported: {}", SUPPORTED.join(", "))),
         }

@@ -114,6 +114,7 @@ pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
     let state = match result.get("final_state") {
         Some(PyJson::Null) | None => {
             writeln!(s, "final_state: null (no Trainer was built)").unwrap();
+            writeln!(s, "\nat the end:").unwrap();
             write_left(&mut s, &out);
             return Ok(s);
         }
@@ -169,6 +170,8 @@ pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
     struct At {
         epoch: Option<f64>,
         lines: Vec<String>,
+        /// The end-of-training summary, after the step's saves.
+        last: Vec<String>,
     }
     let mut at: BTreeMap<u64, At> = BTreeMap::new();
     let mut other: Vec<String> = vec![];
@@ -195,7 +198,12 @@ pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
             } else {
                 "entry"
             };
-            slot.lines.push(format!("{kind:<10}{}", fields(d, &["epoch", "step"])));
+            let line = format!("{kind:<10}{}", fields(d, &["epoch", "step"]));
+            if kind == "train end" {
+                slot.last.push(line);
+            } else {
+                slot.lines.push(line);
+            }
         }
     }
     let mut prev_best: Option<String> = None;
@@ -232,7 +240,7 @@ pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
             Some(ep) => writeln!(s, "  step {step} (epoch {}):", pyjson::float_repr(ep)).unwrap(),
             None => writeln!(s, "  step {step}:").unwrap(),
         }
-        for l in &slot.lines {
+        for l in slot.lines.iter().chain(&slot.last) {
             writeln!(s, "    {}", l.trim_end()).unwrap();
         }
     }

@@ -151,6 +151,8 @@ struct Trainer<'a> {
     early_counter: i64,
     early_counter_saved: i64,
     current_lr: f64,
+    /// `Trainer.current_flos`: the int 0 until a batch adds its (float) estimate.
+    current_flos: args::Num,
 }
 
 /// Runs a scenario; HF's outcome (including its errors) goes to result.json.
@@ -257,6 +259,7 @@ impl<'a> Trainer<'a> {
             early_counter: 0,
             early_counter_saved: 0,
             current_lr: lr,
+            current_flos: args::Num::Int(0),
             args,
         })
     }
@@ -282,11 +285,20 @@ impl<'a> Trainer<'a> {
         } else {
             (len_dl / ga).max(1)
         };
-        let (max_steps, num_train_epochs) = if a.max_steps > 0 {
+        let (max_steps, num_train_epochs, nupe) = if len_dl == 0 && p.empty_dataloader_runs_on_max_steps {
+            // 5.x treats a dataloader of length 0 like one without a length.
+            if a.max_steps <= 0 {
+                return Err(HfError::value(format!(
+                    "args.max_steps must be set to a positive value if dataloader does not have a length, was {}",
+                    a.max_steps
+                )));
+            }
+            (a.max_steps, i64::MAX, a.max_steps as usize)
+        } else if a.max_steps > 0 {
             let ms = a.max_steps;
-            (ms, ms / nupe as i64 + i64::from(ms % nupe as i64 > 0))
+            (ms, ms / nupe as i64 + i64::from(ms % nupe as i64 > 0), nupe)
         } else {
-            ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
+            ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64, nupe)
         };
         self.iv = Intervals::resolve(a, max_steps);
         if p.ratio_into_args {
@@ -338,6 +350,11 @@ impl<'a> Trainer<'a> {
                 .map(|c| c.to_vec())
                 .collect();
             let mut step: i64 = -1;
+            if batches.is_empty() && self.profile.empty_dataloader_yields_none {
+                // accelerate 0.21's DataLoaderShard yields one None from an empty dataloader,
+                // and training_step's `len(inputs)` fails on it.
+                return Err(HfError::new("TypeError", "object of type 'NoneType' has no len()"));
+            }
             if p.ceil_update_steps {
                 // 5.x: one optimizer step per chunk of `ga` prefetched batches.
                 let remainder = if steps_in_epoch % ga == 0 { ga } else { steps_in_epoch % ga };
@@ -397,6 +414,8 @@ impl<'a> Trainer<'a> {
     /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
     fn micro_step(&mut self, rows: &[usize], scale: f64) {
         let (x, y) = self.train.batch(rows);
+        // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
+        self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
         let loss = self.model.loss(&x, &y);
         let loss = if scale != 1.0 { loss / scale.recip() } else { loss };
         loss.backward();
@@ -457,6 +476,15 @@ impl<'a> Trainer<'a> {
         self.state.log_history.push(logs);
     }
 
+    /// `store_flos`: `total_flos += current_flos; current_flos = 0` (Python int/float arithmetic).
+    fn store_flos(&mut self) {
+        self.state.total_flos = match (self.state.total_flos, self.current_flos) {
+            (args::Num::Int(a), args::Num::Int(b)) => args::Num::Int(a + b),
+            (a, b) => args::Num::Float(a.f() + b.f()),
+        };
+        self.current_flos = args::Num::Int(0);
+    }
+
     /// `_maybe_log_save_evaluate`: log, then evaluate, then save.
     fn maybe_log_save_evaluate(&mut self, grad_norm: Option<f32>, learning_rate: Option<f64>) -> Result<(), HfError> {
         let p = self.profile;
@@ -479,7 +507,7 @@ impl<'a> Trainer<'a> {
             logs.push(("learning_rate".into(), PyJson::Float(lr)));
             self.total_loss_scalar += tr;
             self.last_logged = self.state.global_step;
-            self.state.store_flos();
+            self.store_flos();
             self.log(logs);
             self.control.should_log = false;
         }
@@ -669,6 +697,8 @@ impl<'a> Trainer<'a> {
             }
             other => return Err(HfError::not_modelled(format!("lr_scheduler_type {other}"))),
         };
+        let kind = self.check_schedule_kwargs(kind)?;
+        let a = &self.args;
         let warmup = if self.profile.warmup_steps_ratio {
             crate::lr::warmup_steps_v5(a.warmup_steps.f(), max_steps) as f64
         } else {
@@ -680,6 +710,35 @@ impl<'a> Trainer<'a> {
         self.sched = Scheduler::Lambda(s);
         self.set_initial_lr();
         Ok(())
+    }
+
+    /// `get_scheduler(..., scheduler_specific_kwargs=lr_scheduler_kwargs)`: constant schedules
+    /// drop the kwargs; linear and cosine pass them to their schedule function, which takes
+    /// `last_epoch` (and cosine `num_cycles`) and raises Python's TypeError for anything else.
+    fn check_schedule_kwargs(&self, kind: ScheduleKind) -> Result<ScheduleKind, HfError> {
+        if !self.profile.plateau_kwargs {
+            return Ok(kind);
+        }
+        let (func, accepted): (&str, &[&str]) = match kind {
+            ScheduleKind::Linear => ("get_linear_schedule_with_warmup", &["last_epoch"]),
+            ScheduleKind::Cosine { .. } => ("get_cosine_schedule_with_warmup", &["num_cycles", "last_epoch"]),
+            _ => return Ok(kind),
+        };
+        let mut kind = kind;
+        for (k, v) in &self.args.lr_scheduler_kwargs {
+            if ["optimizer", "num_warmup_steps", "num_training_steps"].contains(&k.as_str()) {
+                return Err(HfError::not_modelled(format!("lr_scheduler_kwargs {k} repeats a positional argument")));
+            }
+            if !accepted.contains(&k.as_str()) {
+                return Err(HfError::new("TypeError", format!("{func}() got an unexpected keyword argument '{k}'")));
+            }
+            match (k.as_str(), v.as_f64()) {
+                ("num_cycles", Some(c)) => kind = ScheduleKind::Cosine { num_cycles: c },
+                ("last_epoch", Some(e)) if e == -1.0 => {}
+                _ => return Err(HfError::not_modelled(format!("lr_scheduler_kwargs {k}={v}"))),
+            }
+        }
+        Ok(kind)
     }
 
     /// LambdaLR records `initial_lr` in every group; ReduceLROnPlateau does not.
@@ -719,7 +778,7 @@ impl<'a> Trainer<'a> {
     /// `_save_checkpoint`.
     fn save_checkpoint(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
         let p = self.profile;
-        self.state.store_flos();
+        self.store_flos();
         let folder = format!("checkpoint-{}", self.state.global_step);
         let rel = format!("{}/{folder}", self.output_rel());
         let dir = self.output_abs().join(&folder);
@@ -795,10 +854,12 @@ impl<'a> Trainer<'a> {
         let steps = self.state.global_step as f64;
         let train_loss = if self.profile.train_summary_per_call {
             self.total_loss_scalar / steps.max(0.001)
+        } else if steps == 0.0 {
+            return Err(HfError::new("ZeroDivisionError", "float division by zero"));
         } else {
             self.total_loss_scalar / steps
         };
-        self.state.store_flos();
+        self.store_flos();
         let rt = start.elapsed().as_secs_f64();
         let num_samples = self.state.max_steps as f64 * self.args.per_device_train_batch_size as f64 * self.args.gradient_accumulation_steps as f64;
         let logs: LogEntry = vec![

@@ -200,3 +200,24 @@ fn async_save_writes_the_snapshot_not_later_changes() {
     let vals: Vec<f32> = bytes.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(vals, before);
 }
+
+#[test]
+fn device_chunks_stream_every_byte_in_order() {
+    // The staging loop of the GPU path, run here on a CPU tensor (copy into the staging buffer,
+    // hand it on, next chunk): more than one 16 MiB staging buffer's worth, odd length.
+    use ckptspec::torch_format::ByteSource;
+    let t = tch::Tensor::arange(4 * 1024 * 1024 + 3, (tch::Kind::Float, tch::Device::Cpu));
+    let src = fastsave::DeviceChunks::new(&t).unwrap();
+    assert_eq!(src.len(), (4 * 1024 * 1024 + 3) * 4);
+    let mut got = Vec::new();
+    let mut chunks = 0;
+    src.stream(&mut |c| {
+        chunks += 1;
+        got.extend_from_slice(c);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(chunks, 2);
+    let want: Vec<u8> = f32s(&t).iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert!(got == want);
+}

@@ -5,8 +5,6 @@
 //! Review: `cargo insta review` (cargo-insta), or `INSTA_UPDATE=always cargo test --release
 //! --test snapshots` and `git diff tests/snapshots/`. Without INSTA_UPDATE a changed snapshot
 //! fails the test (with CI=true nothing is written).
-use std::path::Path;
-
 #[test]
 fn golden() {
     let mut settings = insta::Settings::clone_current();
@@ -18,7 +16,7 @@ fn golden() {
             let name = run_dir.file_name().unwrap().to_string_lossy();
             let version = run_dir.parent().unwrap().file_name().unwrap().to_string_lossy();
             let version = version.trim_start_matches("hf-");
-            let view = ckptspec::snapshot::run_dir_view(Path::new(run_dir), &format!("{name} @ HF {version}")).unwrap();
+            let view = ckptspec::snapshot::run_dir_view(run_dir, &format!("{name} @ HF {version}")).unwrap();
             insta::assert_snapshot!(view);
         });
     });
