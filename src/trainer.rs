@@ -184,6 +184,10 @@ fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut O
         return Err(HfError::not_modelled(format!("argument {k}={v}")));
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
+    if profile.state_has_stateful_callbacks {
+        // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
+        t.refresh_stateful_callbacks();
+    }
     let res = t.train();
     let res = res.and_then(|()| {
         for call in &sc.finally_calls {
