@@ -96,12 +96,28 @@ fn checkpoint_name(p: &str) -> Option<String> {
 
 /// The view of a run directory (`result.json` + `output/`). `title` heads it (e.g.
 /// `"best-epoch-strategy @ HF 5.24.0"`).
+/// The header of a view whose saves and deletions come from the executor's own record.
+pub const TRACED_HEADER: &str = "\
+Logs and evaluations from final_state.log_history; saves, deletions (and the rule that deleted)
+and the best right after each save come from the Rust reference trainer run on the same
+scenario, whose run directory equals this one (tests/conformance.rs). Runtimes and throughputs
+are omitted; float-math values (losses, lr, grad_norm) are rounded to 5 significant digits.";
+
 pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
+    view(run_dir, title, None)
+}
+
+/// [`run_dir_view`] with the saves and deletions the executor recorded for this scenario.
+pub fn run_dir_view_traced(run_dir: &Path, title: &str, events: &[crate::trainer::DiskEvent]) -> Result<String, String> {
+    view(run_dir, title, Some(events))
+}
+
+fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]>) -> Result<String, String> {
     let result = pyjson::read_file(run_dir.join("result.json")).map_err(|e| e.to_string())?;
     let out = run_dir.join("output");
     let mut s = String::new();
     writeln!(s, "{title}").unwrap();
-    for line in HEADER.lines() {
+    for line in (if events.is_some() { TRACED_HEADER } else { HEADER }).lines() {
         writeln!(s, "# {line}").unwrap();
     }
     writeln!(s).unwrap();
@@ -207,7 +223,35 @@ pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
         }
     }
     let mut prev_best: Option<String> = None;
-    let saved: BTreeSet<u64> = left.keys().copied().chain(named.iter().copied()).collect();
+    let saved: BTreeSet<u64> = match events {
+        Some(_) => BTreeSet::new(),
+        None => left.keys().copied().chain(named.iter().copied()).collect(),
+    };
+    for ev in events.unwrap_or(&[]) {
+        use crate::trainer::DiskEvent;
+        match ev {
+            DiskEvent::Saved { step, folder, best } => {
+                let slot = at.entry(*step).or_default();
+                slot.lines.push(format!("{:<10}{folder}", "save"));
+                let opt = |v: Option<PyJson>| v.unwrap_or(PyJson::Null);
+                let mut d = vec![
+                    ("best_metric".to_string(), opt(best.best_metric.clone())),
+                    ("best_model_checkpoint".to_string(), opt(best.best_model_checkpoint.clone().map(PyJson::Str))),
+                ];
+                if state.get("best_global_step").is_some() {
+                    d.push(("best_global_step".to_string(), opt(best.best_global_step.map(|s| PyJson::Int(s as i128)))));
+                }
+                let b = best_line(&PyJson::Dict(d));
+                if b.is_some() && b != prev_best {
+                    slot.lines.push(format!("{:<10}{}", "best", b.clone().unwrap()));
+                }
+                prev_best = b;
+            }
+            DiskEvent::Deleted { step, folder, why } => {
+                at.entry(*step).or_default().lines.push(format!("{:<10}{folder} ({why})", "delete"));
+            }
+        }
+    }
     for step in &saved {
         let slot = at.entry(*step).or_default();
         let name = format!("checkpoint-{step}");

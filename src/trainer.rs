@@ -153,12 +153,28 @@ struct Trainer<'a> {
     current_lr: f64,
     /// `Trainer.current_flos`: the int 0 until a batch adds its (float) estimate.
     current_flos: args::Num,
+    events: Vec<DiskEvent>,
+}
+
+/// What the executor did to checkpoint folders, in order (the snapshots' timeline).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiskEvent {
+    /// `checkpoint-<step>` written; `best` as it stands right after.
+    Saved { step: u64, folder: String, best: crate::best::Best },
+    /// A folder deleted at `step`, and by which rule.
+    Deleted { step: u64, folder: String, why: &'static str },
 }
 
 /// Runs a scenario; HF's outcome (including its errors) goes to result.json.
 pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
+    run_traced(sc, profile, run_dir).map(|_| ())
+}
+
+/// [`run`], returning what happened to checkpoint folders.
+pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Vec<DiskEvent>, RunError> {
     let mut state_out: Option<PyJson> = None;
-    let outcome = run_inner(sc, profile, run_dir, &mut state_out);
+    let mut events = vec![];
+    let outcome = run_inner(sc, profile, run_dir, &mut state_out, &mut events);
     let error = match outcome {
         Ok(()) => PyJson::Null,
         Err(HfError::NotModelled(what)) => return Err(RunError::NotImplemented(what)),
@@ -175,10 +191,17 @@ pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunEr
     let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() })
         .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
     let path = run_dir.join("result.json");
-    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })
+    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })?;
+    Ok(events)
 }
 
-fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut Option<PyJson>) -> Result<(), HfError> {
+fn run_inner(
+    sc: &Scenario,
+    profile: &Profile,
+    run_dir: &Path,
+    state_out: &mut Option<PyJson>,
+    events: &mut Vec<DiskEvent>,
+) -> Result<(), HfError> {
     let args = args::resolve(&sc.args, profile)?;
     if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::is_modelled(k, v)) {
         return Err(HfError::not_modelled(format!("argument {k}={v}")));
@@ -199,6 +222,7 @@ fn run_inner(sc: &Scenario, profile: &Profile, run_dir: &Path, state_out: &mut O
         Ok(())
     });
     *state_out = Some(t.state.to_json(profile));
+    *events = std::mem::take(&mut t.events);
     res
 }
 
@@ -264,6 +288,7 @@ impl<'a> Trainer<'a> {
             early_counter_saved: 0,
             current_lr: lr,
             current_flos: args::Num::Int(0),
+            events: vec![],
             args,
         })
     }
@@ -819,6 +844,7 @@ impl<'a> Trainer<'a> {
             self.write_rng(&dir)?;
         }
         keep_mtime_order(&dir).map_err(|e| io_err(&dir, e))?;
+        self.events.push(DiskEvent::Saved { step: self.state.global_step, folder: folder.clone(), best: self.state.best.clone() });
         self.rotate()?;
         Ok(())
     }
@@ -847,7 +873,9 @@ impl<'a> Trainer<'a> {
             self.profile.rotation_protection,
         )?;
         for d in del {
-            let _ = std::fs::remove_dir_all(self.run_dir.join(d));
+            let _ = std::fs::remove_dir_all(self.run_dir.join(&d));
+            let folder = d.rsplit('/').next().unwrap_or(&d).to_string();
+            self.events.push(DiskEvent::Deleted { step: self.state.global_step, folder, why: "save_total_limit" });
         }
         Ok(())
     }
@@ -893,10 +921,17 @@ impl<'a> Trainer<'a> {
                         format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(&best)),
                     ));
                 }
-                for e in rd.flatten() {
+                let mut entries: Vec<_> = rd.flatten().collect();
+                entries.sort_by_key(|e| rotation::step_of(&e.file_name().to_string_lossy()));
+                for e in entries {
                     let name = e.file_name().to_string_lossy().into_owned();
                     if name.starts_with("checkpoint-") && e.path().is_dir() && e.path() != best_abs {
                         let _ = std::fs::remove_dir_all(e.path());
+                        self.events.push(DiskEvent::Deleted {
+                            step: self.state.global_step,
+                            folder: name,
+                            why: "save_total_limit=1 end-of-train cleanup",
+                        });
                     }
                 }
             }
