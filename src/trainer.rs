@@ -398,11 +398,7 @@ impl<'a> Trainer<'a> {
                         // not divide the loss by the accumulation steps.
                         self.micro_step(rows, 1.0);
                         if sync {
-                            let (g, lr) = self.optimizer_step()?;
-                            grad_norm = g;
-                            learning_rate = lr;
-                            self.after_step(epoch, step, steps_in_epoch)?;
-                            self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+                            (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
                         }
                         if self.control.should_epoch_stop || self.control.should_training_stop {
                             break 'outer;
@@ -417,11 +413,7 @@ impl<'a> Trainer<'a> {
                     self.micro_step(rows, 1.0 / ga as f64);
                     let last_small = steps_in_epoch <= ga && step + 1 == steps_in_epoch as i64;
                     if total_batched % ga == 0 || last_small {
-                        let (g, lr) = self.optimizer_step()?;
-                        grad_norm = g;
-                        learning_rate = lr;
-                        self.after_step(epoch, step, steps_in_epoch)?;
-                        self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+                        (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
                     }
                     if self.control.should_epoch_stop || self.control.should_training_stop {
                         break;
@@ -482,11 +474,16 @@ impl<'a> Trainer<'a> {
         Ok((norm.filter(|_| self.profile.logs_grad_norm), Some(used_lr)))
     }
 
-    fn after_step(&mut self, epoch: usize, step: i64, steps_in_epoch: usize) -> Result<(), HfError> {
+    /// An optimizer step and what follows it: the step count, the epoch, the flow callback, and
+    /// `_maybe_log_save_evaluate`. Returns the step's (grad_norm, learning rate) for the epoch-end
+    /// call.
+    fn sync_step(&mut self, epoch: usize, step: i64, steps_in_epoch: usize) -> Result<(Option<f32>, Option<f64>), HfError> {
+        let (grad_norm, learning_rate) = self.optimizer_step()?;
         self.state.global_step += 1;
         self.state.epoch = Some(args::Num::Float(epoch as f64 + (step + 1) as f64 / steps_in_epoch as f64));
         schedule::on_step_end(&self.args, &self.iv, self.profile, self.state.global_step, self.state.max_steps, &mut self.control);
-        Ok(())
+        self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
+        Ok((grad_norm, learning_rate))
     }
 
     /// The epoch a log shows: `round(epoch, 2)` in older versions (an int stays an int).
