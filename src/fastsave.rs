@@ -746,7 +746,7 @@ impl Mlp {
         for g in adam.groups.iter_mut() {
             g.initial_lr = Some(base_lr);
         }
-        let groups = store::pyvalue_to_value(&adam.state_dict());
+        let groups = adam.state_dict();
         let param_groups = groups.get("param_groups").cloned().ok_or("no param_groups")?;
         let entries = (0..2 * l)
             .map(|i| AdamEntry { step: self.step, exp_avg: &self.exp_avg[i], exp_avg_sq: &self.exp_avg_sq[i] })
@@ -771,7 +771,7 @@ impl Mlp {
             small: vec![
                 ("config.json".into(), Small::Bytes(config.into_bytes())),
                 ("training_args.bin".into(), Small::With(Box::new(move |d| store::write_training_args(d, &p1, &args)))),
-                ("scheduler.pt".into(), Small::Torch(store::pyvalue_to_value(&sched_sd))),
+                ("scheduler.pt".into(), Small::Torch(sched_sd.clone())),
                 (
                     "rng_state.pth".into(),
                     Small::With(Box::new(move |d| {

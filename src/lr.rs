@@ -170,7 +170,7 @@ impl LambdaLrState {
         e.push(("_get_lr_called_within_step", PyValue::Bool(false)));
         e.push(("_last_lr", floats(&self.last_lr)));
         e.push(("lr_lambdas", PyValue::List(self.lr_lambdas.clone())));
-        PyValue::str_dict(e)
+        PyValue::dict(e)
     }
 }
 

@@ -29,51 +29,8 @@
 
 use tch::Tensor;
 
-/// A Python value as it appears in a torch state dict, for the pickle writer.
-/// `Dict` keeps insertion order (Python dicts do, and the order is compared).
-#[derive(Clone, Debug, PartialEq)]
-pub enum PyValue {
-    None,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    List(Vec<PyValue>),
-    Tuple(Vec<PyValue>),
-    Dict(Vec<(PyValue, PyValue)>),
-    /// A CPU float32 tensor (contiguous, row major); `shape == []` is a 0-dim tensor.
-    TensorF32 { shape: Vec<i64>, data: Vec<f32> },
-}
-
-impl PyValue {
-    /// A dict with string keys, in the given order.
-    pub fn str_dict(entries: Vec<(&str, PyValue)>) -> PyValue {
-        PyValue::Dict(entries.into_iter().map(|(k, v)| (PyValue::Str(k.to_string()), v)).collect())
-    }
-
-    /// Looks a string key up in a `Dict`.
-    pub fn get(&self, key: &str) -> Option<&PyValue> {
-        match self {
-            PyValue::Dict(e) => e.iter().find(|(k, _)| matches!(k, PyValue::Str(s) if s == key)).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    /// The keys of a `Dict` with string keys, in order.
-    pub fn str_keys(&self) -> Vec<String> {
-        match self {
-            PyValue::Dict(e) => e
-                .iter()
-                .map(|(k, _)| match k {
-                    PyValue::Str(s) => s.clone(),
-                    PyValue::Int(i) => i.to_string(),
-                    other => format!("{other:?}"),
-                })
-                .collect(),
-            _ => vec![],
-        }
-    }
-}
+/// State dicts are values of the pickle layer (`torch_format::Value`): what `torch.save` writes.
+pub use crate::torch_format::Value as PyValue;
 
 /// Which torch release's state-dict layout to produce (a field of the profile).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,40 +274,19 @@ impl AdamW {
             let shape = s.shape.clone();
             let step = match self.kind {
                 AdamWKind::HfAdamW => PyValue::Int(s.step_int),
-                _ => PyValue::TensorF32 { shape: vec![], data: vec![s.step_f32] },
+                _ => PyValue::f32_tensor(vec![], vec![s.step_f32]),
             };
             state.push((
                 PyValue::Int(i as i64),
-                PyValue::str_dict(vec![
+                PyValue::dict(vec![
                     ("step", step),
-                    ("exp_avg", PyValue::TensorF32 { shape: shape.clone(), data: s.exp_avg.clone() }),
-                    ("exp_avg_sq", PyValue::TensorF32 { shape, data: s.exp_avg_sq.clone() }),
+                    ("exp_avg", PyValue::f32_tensor(shape.clone(), s.exp_avg.clone())),
+                    ("exp_avg_sq", PyValue::f32_tensor(shape, s.exp_avg_sq.clone())),
                 ]),
             ));
         }
         let groups = self.groups.iter().map(|g| self.group_dict(g)).collect();
-        PyValue::str_dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
-    }
-
-    /// [`state_dict`](Self::state_dict) with explicit parameter shapes (kept for callers; the
-    /// state already records each parameter's shape at its first step).
-    pub fn state_dict_with_shapes(&self, shapes: &[Vec<i64>]) -> PyValue {
-        let mut sd = self.state_dict();
-        if let PyValue::Dict(entries) = &mut sd {
-            if let PyValue::Dict(state) = &mut entries[0].1 {
-                for (k, v) in state.iter_mut() {
-                    let PyValue::Int(i) = k else { continue };
-                    if let PyValue::Dict(fields) = v {
-                        for (_, t) in fields.iter_mut().skip(1) {
-                            if let PyValue::TensorF32 { shape, .. } = t {
-                                *shape = shapes[*i as usize].clone();
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        sd
+        PyValue::dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
     }
 
     fn group_dict(&self, g: &ParamGroup) -> PyValue {
@@ -386,7 +322,7 @@ impl AdamW {
             e.push(("initial_lr", f(il)));
         }
         e.push(("params", PyValue::List(g.params.iter().map(|i| PyValue::Int(*i as i64)).collect())));
-        PyValue::str_dict(e)
+        PyValue::dict(e)
     }
 }
 

@@ -391,7 +391,7 @@ impl Plateau {
                 e
             }
         };
-        PyValue::str_dict(e)
+        PyValue::dict(e)
     }
 }
 

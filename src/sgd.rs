@@ -52,7 +52,7 @@ impl Sgd {
             TorchLayout::V2_13 => vec![],
             TorchLayout::V2_1 => (0..self.stepped.len())
                 .filter(|i| self.stepped[*i])
-                .map(|i| (PyValue::Int(i as i64), PyValue::str_dict(vec![("momentum_buffer", PyValue::None)])))
+                .map(|i| (PyValue::Int(i as i64), PyValue::dict(vec![("momentum_buffer", PyValue::None)])))
                 .collect(),
         };
         let groups = self
@@ -76,9 +76,9 @@ impl Sgd {
                     e.push(("initial_lr", PyValue::Float(*il)));
                 }
                 e.push(("params", PyValue::List(idx.iter().map(|i| PyValue::Int(*i as i64)).collect())));
-                PyValue::str_dict(e)
+                PyValue::dict(e)
             })
             .collect();
-        PyValue::str_dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
+        PyValue::dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
     }
 }

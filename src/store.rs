@@ -94,25 +94,8 @@ pub fn pyjson_to_value(v: &PyJson) -> Value {
     }
 }
 
-/// A state dict from the numerics layer as a pickle value.
-pub fn pyvalue_to_value(v: &PyValue) -> Value {
-    match v {
-        PyValue::None => Value::None,
-        PyValue::Bool(b) => Value::Bool(*b),
-        PyValue::Int(i) => Value::Int(*i),
-        PyValue::Float(f) => Value::Float(*f),
-        PyValue::Str(s) => Value::Str(s.clone()),
-        PyValue::List(l) => Value::List(l.iter().map(pyvalue_to_value).collect()),
-        PyValue::Tuple(l) => Value::Tuple(l.iter().map(pyvalue_to_value).collect()),
-        PyValue::Dict(d) => Value::Dict(d.iter().map(|(k, v)| (pyvalue_to_value(k), pyvalue_to_value(v))).collect()),
-        PyValue::TensorF32 { shape, data } => {
-            Value::Tensor(Tensor::from_vec(shape, data.clone()).expect("shape matches data"))
-        }
-    }
-}
-
 pub fn write_pyvalue(path: &Path, v: &PyValue, profile: &Profile) -> Result<()> {
-    torch_format::save_with(path, &pyvalue_to_value(v), &save_opts(profile)).map_err(e)?;
+    torch_format::save_with(path, v, &save_opts(profile)).map_err(e)?;
     Ok(())
 }
 

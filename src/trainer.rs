@@ -123,7 +123,7 @@ impl Optim {
     }
     fn state_dict(&self) -> crate::optim::PyValue {
         match self {
-            Optim::AdamW(o) => o.state_dict_with_shapes(&[vec![], vec![]]),
+            Optim::AdamW(o) => o.state_dict(),
             Optim::Sgd(o) => o.state_dict(),
         }
     }

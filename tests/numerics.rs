@@ -183,7 +183,12 @@ fn enc(v: &PyValue) -> Value {
         PyValue::Tuple(x) => json!(["tuple", x.iter().map(enc).collect::<Vec<_>>()]),
         PyValue::List(x) => json!(["list", x.iter().map(enc).collect::<Vec<_>>()]),
         PyValue::Dict(e) => json!(["dict", e.iter().map(|(k, v)| json!([enc(k), enc(v)])).collect::<Vec<_>>()]),
-        PyValue::TensorF32 { shape, data } => json!(["tensor", "torch.float32", shape, data.iter().map(|x| x.to_bits()).collect::<Vec<_>>()]),
+        PyValue::Tensor(t) => {
+            let bytes = t.contiguous_bytes().unwrap();
+            let bits: Vec<u32> = bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+            json!(["tensor", "torch.float32", t.shape, bits])
+        }
+        other => panic!("not in a state dict: {other:?}"),
     }
 }
 
@@ -454,7 +459,7 @@ fn check_trainer(venv: Venv) {
                     assert_eq!(enc(sd.get("param_groups").unwrap()), ck["param_groups"], "{venv:?} cfg {ci} {name}: optimizer param_groups");
                     let want_step = match okind {
                         AdamWKind::HfAdamW => enc(&PyValue::Int(step)),
-                        _ => enc(&PyValue::TensorF32 { shape: vec![], data: vec![step as f32] }),
+                        _ => enc(&PyValue::f32_tensor(vec![], vec![step as f32])),
                     };
                     assert_eq!(want_step, ck["step"]);
                     assert_eq!(ck["state_keys"], json!([[0, 1], ["step", "exp_avg", "exp_avg_sq"]]));

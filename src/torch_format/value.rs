@@ -240,6 +240,26 @@ impl Value {
         Value::Shared(arc)
     }
 
+    /// A contiguous float32 CPU tensor (what optimizer state dicts hold).
+    pub fn f32_tensor(shape: Vec<i64>, data: Vec<f32>) -> Value {
+        Value::Tensor(Tensor::from_vec(&shape, data).expect("shape matches the data"))
+    }
+
+    /// The keys of a dict as text (ints printed), in order; empty for anything else.
+    pub fn str_keys(&self) -> Vec<String> {
+        match self.resolved() {
+            Value::Dict(e) => e
+                .iter()
+                .map(|(k, _)| match k.resolved() {
+                    Value::Str(s) => s.clone(),
+                    Value::Int(i) => i.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+            _ => vec![],
+        }
+    }
+
     /// `torch.device(kind)`: pickles as `torch.device('cpu')` whose string is a fresh object.
     pub fn torch_device(kind: &str) -> Value {
         Value::reduce("torch", "device", vec![Value::fresh_str(kind)])
