@@ -34,6 +34,37 @@ impl Num {
             Num::Float(x) => PyJson::Float(x),
         }
     }
+    pub fn as_f64(self) -> f64 {
+        self.f()
+    }
+    /// As a pickle value (state dicts keep the int/float type).
+    pub fn to_py(self) -> crate::torch_format::Value {
+        match self {
+            Num::Int(i) => crate::torch_format::Value::Int(i),
+            Num::Float(x) => crate::torch_format::Value::Float(x),
+        }
+    }
+    /// Python `self - 1`.
+    pub fn minus_one(self) -> Num {
+        match self {
+            Num::Int(i) => Num::Int(i - 1),
+            Num::Float(f) => Num::Float(f - 1.0),
+        }
+    }
+    /// Python `self > other` (exact for the magnitudes that occur here).
+    pub fn gt(self, other: Num) -> bool {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => a > b,
+            _ => self.f() > other.f(),
+        }
+    }
+    /// The Python type name (`"int"`/`"float"`).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Num::Int(_) => "int",
+            Num::Float(_) => "float",
+        }
+    }
     /// Python's `a % b` for the numbers HF compares (sign of the divisor).
     fn py_mod(self, other: Num) -> f64 {
         let (a, b) = (self.f(), other.f());

@@ -8,52 +8,8 @@
 use crate::optim::{PyValue, TorchLayout};
 use serde_json::Value;
 
-/// A Python number as passed in (`int` or `float`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PyNum {
-    Int(i64),
-    Float(f64),
-}
-
-impl PyNum {
-    pub fn as_f64(self) -> f64 {
-        match self {
-            PyNum::Int(i) => i as f64,
-            PyNum::Float(f) => f,
-        }
-    }
-
-    pub fn to_py(self) -> PyValue {
-        match self {
-            PyNum::Int(i) => PyValue::Int(i),
-            PyNum::Float(f) => PyValue::Float(f),
-        }
-    }
-
-    /// Python `self - 1`.
-    fn minus_one(self) -> PyNum {
-        match self {
-            PyNum::Int(i) => PyNum::Int(i - 1),
-            PyNum::Float(f) => PyNum::Float(f - 1.0),
-        }
-    }
-
-    /// Python `self > other` (exact for the magnitudes that occur here).
-    fn gt(self, other: PyNum) -> bool {
-        match (self, other) {
-            (PyNum::Int(a), PyNum::Int(b)) => a > b,
-            _ => self.as_f64() > other.as_f64(),
-        }
-    }
-
-    /// The Python type name (`"int"`/`"float"`).
-    pub fn type_name(self) -> &'static str {
-        match self {
-            PyNum::Int(_) => "int",
-            PyNum::Float(_) => "float",
-        }
-    }
-}
+/// A Python number as passed in (`int` or `float`): the crate's one Python-number type.
+pub use crate::args::Num as PyNum;
 
 /// A Python exception: class name and `str(exception)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
