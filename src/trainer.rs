@@ -20,7 +20,7 @@ use crate::state::{self, LogEntry, TrainerState};
 use crate::store;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::{Kind, Reduction, Tensor};
+use tch::{Reduction, Tensor};
 
 /// A data set of the contract: `x = sin(i + o + 1)`, `y = 2x + 3 + 0.1 cos(3 (i + o))`, computed
 /// in f64 and stored as f32.
@@ -293,6 +293,8 @@ impl<'a> Trainer<'a> {
         })
     }
 
+    /// `output_dir` as the runner passes it: relative, so every path HF records is relative to
+    /// the run directory (conformance/README.md).
     fn output_rel(&self) -> &'static str {
         "output"
     }
@@ -470,7 +472,6 @@ impl<'a> Trainer<'a> {
             self.opt.set_lr(self.current_lr);
         }
         self.model.zero_grad();
-        let _ = &mut ps;
         Ok((norm.filter(|_| self.profile.logs_grad_norm), Some(used_lr)))
     }
 
@@ -1052,6 +1053,3 @@ pub fn numpy_mean_f32(xs: &[f32]) -> f32 {
     }
     pairwise(xs) / xs.len() as f32
 }
-
-#[allow(dead_code)]
-fn _unused(_: Kind) {}
