@@ -4,7 +4,9 @@
 //! * `save/checkpoint/P`: the whole `checkpoint-N/` folder (model.safetensors, optimizer.pt,
 //!   scheduler.pt, rng_state.pth, trainer_state.json, training_args.bin, config.json);
 //! * `save/model.safetensors/P` and `save/optimizer.pt/P`: each big file on its own;
-//! * `save/raw/P`: the same tensor bytes with nothing else, one thread (the bound).
+//! * `save/raw/P`: the same tensor bytes with nothing else, one thread (the bound);
+//! * `save/async_stall/P` and `save/async_total/P`: an async save, the part the training loop
+//!   waits for (copy into reused snapshot buffers) and the whole (until the background write ends).
 //!
 //! Each iteration writes to a fresh folder; deleting the previous one and `sync` happen outside
 //! the timing. Throughput is in bytes of the files. `save_cuda/...` repeats the group for tensors
@@ -100,6 +102,31 @@ fn run_group(c: &mut Criterion, group_name: &str, device: tch::Device) {
                 })
             })
         });
+        // Async: the stall (copy into reused snapshot buffers, then hand the write to a thread)
+        // and the total (until the background write is done).
+        let mut snap = fastsave::Snapshot::new(&mlp.all_tensors());
+        for (name, stall_only) in [("async_stall", true), ("async_total", false)] {
+            g.throughput(Throughput::Bytes(rep.bytes));
+            g.bench_function(BenchmarkId::new(name, label), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        clean(&dir);
+                        let t = Instant::now();
+                        snap.capture(&mlp.all_tensors()).unwrap();
+                        let view = Mlp::from_snapshot(&mlp, &snap);
+                        let pending =
+                            fastsave::save_owned(dir.clone(), view, |v: &Mlp| v.checkpoint("5.24.0"), SaveOptions::default());
+                        let stall = t.elapsed();
+                        pending.wait().1.unwrap();
+                        total += if stall_only { stall } else { t.elapsed() };
+                    }
+                    clean(&dir);
+                    total
+                })
+            });
+        }
+        drop(snap);
         if device == tch::Device::Cpu {
             let raw_b = mlp.all_tensors().iter().map(|t| t.numel() as u64 * 4).sum();
             g.throughput(Throughput::Bytes(raw_b));

@@ -27,7 +27,7 @@ Cases:
   ckpt-durable   fastsave durable mode (fsync of every file and of the folders)
   raw-fsync      raw, each file fsynced: the durable bound
 """
-import argparse, json, os, shutil, statistics as st, subprocess, sys, time, warnings
+import argparse, contextlib, io, json, os, shutil, statistics as st, subprocess, sys, time, warnings
 
 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
     os.environ.setdefault(v, "1")
@@ -95,7 +95,8 @@ def hf_trainer(hidden, layers, out):
                              report_to="none", use_cpu=True, logging_strategy="no", dataloader_num_workers=0,
                              optim="adamw_torch", learning_rate=1e-4, disable_tqdm=True)
     tr = Trainer(model=model, args=args, train_dataset=DS(hidden))
-    tr.train()
+    with contextlib.redirect_stdout(io.StringIO()):
+        tr.train()
     return tr
 
 
