@@ -6,6 +6,7 @@ use crate::optim::PyValue;
 use crate::profile::Profile;
 use crate::pyjson::{self, DumpOptions, PyJson};
 use crate::rng::{NumpyRandomState, PythonRandomState};
+use crate::fastsave;
 use crate::safetensors;
 use crate::torch_format::{self, Tensor, Value};
 use std::path::Path;
@@ -16,25 +17,26 @@ fn e<E: std::fmt::Display>(x: E) -> String {
     x.to_string()
 }
 
-fn save_opts(profile: &Profile) -> torch_format::SaveOptions {
-    torch_format::SaveOptions { style: profile.archive_style, ..Default::default() }
+/// Every file goes through the fast path's writers (`fastsave`): the conformance suite runs on it.
+fn save_opts(profile: &Profile) -> fastsave::SaveOptions {
+    fastsave::SaveOptions { style: profile.archive_style, ..Default::default() }
+}
+
+fn save_torch(path: &Path, v: &Value, profile: &Profile) -> Result<()> {
+    fastsave::write_torch(path, v, &save_opts(profile)).map(|_| ())
 }
 
 /// The model weights: `model.safetensors` (`{"format": "pt"}` metadata) or `pytorch_model.bin`
 /// (a torch-saved state dict).
 pub fn write_weights(dir: &Path, profile: &Profile, a: f32, b: f32) -> Result<()> {
     if profile.weights_file == "model.safetensors" {
-        let (ab, bb) = (a.to_le_bytes(), b.to_le_bytes());
-        let shape: [u64; 0] = [];
-        let ts = [
-            safetensors::TensorRef::new("a", safetensors::Dtype::F32, &shape, &ab),
-            safetensors::TensorRef::new("b", safetensors::Dtype::F32, &shape, &bb),
-        ];
-        safetensors::save(dir.join("model.safetensors"), &ts, Some(&[("format", "pt")]), &Default::default()).map_err(e)?;
+        let (ta, tb) = (tch::Tensor::from(a), tch::Tensor::from(b));
+        let tensors = [("a".to_string(), &ta), ("b".to_string(), &tb)];
+        fastsave::write_safetensors(&dir.join("model.safetensors"), &tensors, &[("format".into(), "pt".into())], false, false)?;
     } else {
         // save_pretrained hands torch.save a plain dict (after removing shared tensors).
         let sd = Value::dict([("a", Value::Tensor(Tensor::scalar(a))), ("b", Value::Tensor(Tensor::scalar(b)))]);
-        torch_format::save_with(dir.join(profile.weights_file), &sd, &save_opts(profile)).map_err(e)?;
+        save_torch(&dir.join(profile.weights_file), &sd, profile)?;
     }
     Ok(())
 }
@@ -77,8 +79,7 @@ pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result
             None => state.push((Value::str(name.clone()), value)),
         }
     }
-    torch_format::save_with(dir.join("training_args.bin"), &obj, &save_opts(profile)).map_err(e)?;
-    Ok(())
+    save_torch(&dir.join("training_args.bin"), &obj, profile)
 }
 
 pub fn pyjson_to_value(v: &PyJson) -> Value {
@@ -95,8 +96,7 @@ pub fn pyjson_to_value(v: &PyJson) -> Value {
 }
 
 pub fn write_pyvalue(path: &Path, v: &PyValue, profile: &Profile) -> Result<()> {
-    torch_format::save_with(path, v, &save_opts(profile)).map_err(e)?;
-    Ok(())
+    save_torch(path, v, profile)
 }
 
 /// `rng_state.pth`: `{"python": random.getstate(), "numpy": np.random.get_state(), "cpu":
@@ -120,8 +120,7 @@ pub fn write_rng(dir: &Path, profile: &Profile, seed: i64, torch_state: &[u8]) -
     ]);
     let cpu = Value::Tensor(Tensor::from_vec(&[torch_state.len() as i64], torch_state.to_vec()).map_err(e)?);
     let d = Value::dict([("python", python), ("numpy", numpy), ("cpu", cpu)]);
-    torch_format::save_with(dir.join("rng_state.pth"), &d, &save_opts(profile)).map_err(e)?;
-    Ok(())
+    save_torch(&dir.join("rng_state.pth"), &d, profile)
 }
 
 /// A 1-d little-endian uint32 numpy array as `ndarray.__reduce__` pickles it.
