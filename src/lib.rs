@@ -27,3 +27,4 @@ pub mod sampler;
 pub mod optim;
 pub mod lr;
 pub mod plateau;
+pub mod greedy;

@@ -90,6 +90,8 @@ impl Model {
 enum Scheduler {
     Lambda(Schedule),
     Plateau(Plateau),
+    /// transformers' GreedyLR (5.4+): stepped after evaluations like ReduceLROnPlateau.
+    Greedy(crate::greedy::Greedy),
 }
 
 /// The optimizer HF built.
@@ -527,7 +529,7 @@ impl<'a> Trainer<'a> {
                 logs.push(("grad_norm".into(), PyJson::Float(g as f64)));
             }
             let lr = match (p.logged_lr, learning_rate, &self.sched) {
-                (_, _, Scheduler::Plateau(_)) => self.current_lr,
+                (_, _, Scheduler::Plateau(_) | Scheduler::Greedy(_)) => self.current_lr,
                 (LoggedLr::UsedByStep, Some(lr), _) => lr,
                 _ => self.current_lr,
             };
@@ -586,11 +588,21 @@ impl<'a> Trainer<'a> {
         // on_evaluate callbacks (early stopping) ran inside evaluate_set for each set; HF's
         // ReduceLROnPlateau step follows the whole round.
         if !on_start {
-            if let Scheduler::Plateau(pl) = &mut self.sched {
+            if matches!(self.sched, Scheduler::Plateau(_) | Scheduler::Greedy(_)) {
                 let key = self.args.metric_to_check().unwrap_or_else(|| "eval_loss".into());
                 let v = best::lookup(&merged, &key, self.profile.missing_metric, Lookup::Plateau)?;
-                pl.step(best::as_f64(&v).unwrap_or(f64::NAN));
-                let new_lr = pl.lrs_f64()[0];
+                let metric = best::as_f64(&v).unwrap_or(f64::NAN);
+                let new_lr = match &mut self.sched {
+                    Scheduler::Plateau(pl) => {
+                        pl.step(metric);
+                        pl.lrs_f64()[0]
+                    }
+                    Scheduler::Greedy(g) => {
+                        g.try_step(metric).map_err(|e| HfError::new(&e.type_name, e.message))?;
+                        g.lrs_f64()[0]
+                    }
+                    Scheduler::Lambda(_) => unreachable!("matched above"),
+                };
                 self.current_lr = new_lr;
                 self.opt.set_lr(new_lr);
             }
@@ -722,6 +734,16 @@ impl<'a> Trainer<'a> {
                 self.set_initial_lr();
                 return Ok(());
             }
+            "greedy" => {
+                let g = crate::greedy::Greedy::from_kwargs(
+                    &serde_json::Value::Object(a.lr_scheduler_kwargs.clone()),
+                    &[a.learning_rate, a.learning_rate],
+                )
+                .map_err(|e| HfError::new(&e.type_name, e.message))?;
+                self.sched = Scheduler::Greedy(g);
+                self.set_initial_lr();
+                return Ok(());
+            }
             other => return Err(HfError::not_modelled(format!("lr_scheduler_type {other}"))),
         };
         let kind = self.check_schedule_kwargs(kind)?;
@@ -768,11 +790,11 @@ impl<'a> Trainer<'a> {
         Ok(kind)
     }
 
-    /// LambdaLR records `initial_lr` in every group; ReduceLROnPlateau does not.
+    /// LambdaLR records `initial_lr` in every group; ReduceLROnPlateau and GreedyLR do not.
     fn set_initial_lr(&mut self) {
         let lr = match self.sched {
             Scheduler::Lambda(_) => Some(self.args.learning_rate),
-            Scheduler::Plateau(_) => None,
+            Scheduler::Plateau(_) | Scheduler::Greedy(_) => None,
         };
         self.opt.set_initial_lr(lr);
     }
@@ -950,6 +972,7 @@ impl<'a> Trainer<'a> {
         let sched_sd = match &self.sched {
             Scheduler::Lambda(s) => crate::lr::LambdaLrState::new(s, self.args.learning_rate, 2, self.sched_steps).to_py(self.profile.torch_layout),
             Scheduler::Plateau(p) => p.state_dict(self.profile.torch_layout),
+            Scheduler::Greedy(g) => g.state_dict(),
         };
         store::write_pyvalue(&dir.join("scheduler.pt"), &sched_sd, self.profile).map_err(|e| io_err(dir, e))
     }
