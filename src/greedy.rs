@@ -33,52 +33,13 @@ const KWARGS: [&str; 14] = [
     "reset_start",
 ];
 
+use crate::hf_error::py_str_repr;
+use crate::plateau::{num, py_type_name};
+
 fn err(t: &str, m: impl Into<String>) -> PyError {
-    PyError { type_name: t.to_string(), message: m.into() }
+    PyError::new(t, m)
 }
 
-fn py_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "int",
-        Value::Number(_) => "float",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
-fn num(v: &Value) -> Option<PyNum> {
-    match v {
-        Value::Number(n) => n.as_i64().map(PyNum::Int).or_else(|| n.as_f64().map(PyNum::Float)),
-        Value::Bool(b) => Some(PyNum::Int(*b as i64)),
-        _ => None,
-    }
-}
-
-fn py_str_repr(s: &str) -> String {
-    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::new();
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c)
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-    out
-}
-
-/// Python `repr` of a JSON-decoded value.
 fn py_repr(v: &Value) -> String {
     match v {
         Value::String(s) => py_str_repr(s),

@@ -19,7 +19,7 @@ pub struct PyError {
 }
 
 impl PyError {
-    fn new(t: &str, m: impl Into<String>) -> Self {
+    pub(crate) fn new(t: &str, m: impl Into<String>) -> Self {
         PyError { type_name: t.to_string(), message: m.into() }
     }
 }
@@ -75,7 +75,8 @@ pub struct Plateau {
 
 const KWARGS: [&str; 9] = ["mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps", "verbose"];
 
-fn py_type_name(v: &Value) -> &'static str {
+/// Python's type name of a JSON-decoded kwarg (for TypeError texts); shared with `greedy`.
+pub(crate) fn py_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "NoneType",
         Value::Bool(_) => "bool",
@@ -87,7 +88,8 @@ fn py_type_name(v: &Value) -> &'static str {
     }
 }
 
-fn num(v: &Value) -> Option<PyNum> {
+/// A JSON-decoded kwarg as a Python number (bool counts as int); shared with `greedy`.
+pub(crate) fn num(v: &Value) -> Option<PyNum> {
     match v {
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {
