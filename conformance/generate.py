@@ -33,8 +33,9 @@ SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early
 FINALLY_CALLS = {"save_model", "save_state"}
 # Arguments the generator owns (a scenario may not set them): see conformance/README.md.
 GENERATOR_ARGS = {"output_dir", "report_to", "disable_tqdm", "logging_dir"}
-# Per-version spelling of arguments that were renamed (format v1 uses HF 5.x names).
-RENAMES = {"4.31.0": {"eval_strategy": "evaluation_strategy"}}
+# Arguments HF renamed (format v1 uses HF 5.x names): a version without the new field gets the
+# old spelling (evaluation_strategy before 4.41).
+RENAMES = {"eval_strategy": "evaluation_strategy"}
 # Keys whose values are wall-clock measurements: never compared.
 VOLATILE_KEY = re.compile(r"(_runtime|_per_second)$")
 
@@ -184,9 +185,10 @@ def run_scenario(sc, world, hf_version, run_dir):
     error = None
     try:
         args = dict(sc.get("args", {}))
-        for old, new in RENAMES.get(hf_version, {}).items():
-            if old in args:
-                args[new] = args.pop(old)
+        fields = TrainingArguments.__dataclass_fields__
+        for new, old in RENAMES.items():
+            if new in args and new not in fields and old in fields:
+                args[old] = args.pop(new)
         args.update(output_dir="output", report_to="none", disable_tqdm=True)
         if "logging_dir" in TrainingArguments.__dataclass_fields__:
             # Older versions default it to runs/<time>_<host>, which would make training_args.bin
@@ -285,7 +287,16 @@ def training_args_fields(world):
         else:
             default = None
         out.append({"name": f.name, "default": default})
-    return json.dumps({"fields": out}, indent=1) + "\n"
+    # The values of the argument enums the version validates against (their order is the order
+    # of HF's "please select one of [...]" messages).
+    from transformers import trainer_utils, training_args
+    enums = {}
+    for mod, name in [(trainer_utils, "IntervalStrategy"), (trainer_utils, "SaveStrategy"),
+                      (trainer_utils, "SchedulerType"), (training_args, "OptimizerNames")]:
+        cls = getattr(mod, name, None)
+        if cls is not None:
+            enums[name] = [m.value for m in cls]
+    return json.dumps({"fields": out, "enums": enums}, indent=1) + "\n"
 
 
 def training_args_template(world):
