@@ -3,7 +3,7 @@
 //! texts. Values keep Python's int/float distinction because HF's messages and JSON show it.
 
 use crate::hf_error::HfError;
-use crate::profile::{GreaterDefault, Profile};
+use crate::profile::{GreaterDefault, Profile, WarmupCheck};
 use crate::pyjson::{float_repr, PyJson};
 use serde_json::{Map, Value};
 
@@ -151,8 +151,8 @@ fn type_error_unexpected(name: &str) -> HfError {
     HfError::new("TypeError", format!("TrainingArguments.__init__() got an unexpected keyword argument '{name}'"))
 }
 
-fn enum_error(value: &str, enum_name: &str, values: &[&str]) -> HfError {
-    let list: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
+fn enum_error<S: AsRef<str>>(value: &str, enum_name: &str, values: &[S]) -> HfError {
+    let list: Vec<String> = values.iter().map(|v| format!("'{}'", v.as_ref())).collect();
     HfError::value(format!("{value} is not a valid {enum_name}, please select one of [{}]", list.join(", ")))
 }
 
@@ -211,10 +211,10 @@ impl Raw<'_> {
             _ => None,
         }
     }
-    fn interval(&self, name: &str, enum_name: &str, values: &[&str]) -> Result<Interval, HfError> {
+    fn interval<S: AsRef<str>>(&self, name: &str, enum_name: &str, values: &[S]) -> Result<Interval, HfError> {
         let v = self.get(name);
         let s = py_str(v);
-        if !matches!(v, PyJson::Str(_)) || !values.contains(&s.as_str()) {
+        if !matches!(v, PyJson::Str(_)) || !values.iter().any(|x| x.as_ref() == s) {
             return Err(enum_error(&s, enum_name, values));
         }
         Ok(match s.as_str() {
@@ -245,14 +245,22 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         }
     }
     let mut raw = Raw { profile, vals };
+    // Where both spellings exist (4.41-4.50), a given `evaluation_strategy` overrides
+    // `eval_strategy` (with a FutureWarning).
+    if profile.has_field("evaluation_strategy") && profile.has_field("eval_strategy") {
+        let old = raw.get("evaluation_strategy").clone();
+        if old != PyJson::Null {
+            raw.set("eval_strategy", old);
+        }
+    }
 
     // Enum conversions, in __post_init__ order.
     let eval_strategy = raw.interval("eval_strategy", "IntervalStrategy", &INTERVALS)?;
     let logging_strategy = raw.interval("logging_strategy", "IntervalStrategy", &INTERVALS)?;
-    let save_strategy = raw.interval("save_strategy", profile.save_strategy_enum, profile.save_strategy_values)?;
+    let save_strategy = raw.interval("save_strategy", profile.save_strategy_enum, &profile.save_strategy_values)?;
     let lr_scheduler_type = raw.string("lr_scheduler_type").unwrap_or_default();
-    if !profile.scheduler_types.contains(&lr_scheduler_type.as_str()) {
-        return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", profile.scheduler_types));
+    if !profile.scheduler_types.contains(&lr_scheduler_type) {
+        return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", &profile.scheduler_types));
     }
     let save_enum = profile.save_strategy_enum;
 
@@ -378,16 +386,36 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if lr_scheduler_type == "greedy" && eval_strategy == Interval::No {
         return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
     }
-    let warmup_steps = raw.num("warmup_steps")?;
-    if profile.rejects_negative_warmup && warmup_steps.f() < 0.0 {
-        return Err(HfError::value(format!(
-            "Got warmup_steps = {}, Expected value warmup_steps >= 0",
-            warmup_steps.py()
-        )));
+    let mut warmup_ratio = 0.0;
+    if profile.warmup_steps_ratio {
+        // 5.x: a given (deprecated) warmup_ratio becomes warmup_steps, which may be a ratio.
+        if profile.has_field("warmup_ratio") && *raw.get("warmup_ratio") != PyJson::Null {
+            let r = raw.get("warmup_ratio").clone();
+            raw.set("warmup_steps", r);
+        }
+    } else {
+        warmup_ratio = raw.num("warmup_ratio")?.f();
+        if !(0.0..=1.0).contains(&warmup_ratio) {
+            return Err(HfError::value("warmup_ratio must lie in range [0,1]"));
+        }
     }
-    let warmup_ratio = if profile.has_field("warmup_ratio") { raw.num("warmup_ratio")?.f() } else { 0.0 };
-    if profile.has_field("warmup_ratio") && !(0.0..=1.0).contains(&warmup_ratio) {
-        return Err(HfError::value("warmup_ratio must lie in range [0,1]"));
+    let warmup_steps = raw.num("warmup_steps")?;
+    let is_int = matches!(raw.get("warmup_steps"), PyJson::Int(_) | PyJson::Bool(_));
+    let w = warmup_steps.f();
+    let bad = match profile.warmup_check {
+        WarmupCheck::None => None,
+        WarmupCheck::ZeroOrAboveOne => {
+            (!is_int || w < 0.0 || (0.0 < w && w <= 1.0)).then(|| "warmup_steps must be either 0 or > 1".to_string())
+        }
+        WarmupCheck::NonNegativeInt => (!is_int || w < 0.0)
+            .then(|| "warmup_steps must be of type int and must be 0 or a positive integer.".to_string()),
+        WarmupCheck::NonNegative => (w < 0.0).then(|| "warmup_steps must be an integer or a float".to_string()),
+        WarmupCheck::NonNegativeExplained => {
+            (w < 0.0).then(|| format!("Got warmup_steps = {}, Expected value warmup_steps >= 0", warmup_steps.py()))
+        }
+    };
+    if let Some(msg) = bad {
+        return Err(HfError::value(msg));
     }
 
     let lr_scheduler_kwargs = match raw.get("lr_scheduler_kwargs") {
@@ -458,6 +486,17 @@ pub fn is_modelled(name: &str, value: &Value) -> bool {
 }
 
 impl Args {
+    /// The weights file `save_pretrained` writes: `save_safetensors` decides where the version has
+    /// it (its default is the version's default: False before 4.35, True after); without it
+    /// (5.x), always safetensors.
+    pub fn weights_file(&self, profile: &Profile) -> &'static str {
+        if profile.has_field("save_safetensors") && !self.save_safetensors {
+            "pytorch_model.bin"
+        } else {
+            "model.safetensors"
+        }
+    }
+
     /// The `eval_`-prefixed metric HF looks up (`"loss"` -> `"eval_loss"`, `"eval_x"` stays).
     pub fn metric_to_check(&self) -> Option<String> {
         self.metric_for_best_model.as_deref().map(crate::best::eval_prefixed)

@@ -2,7 +2,7 @@
 //! metric is missing. Pure: the executor passes observations in and applies the result.
 
 use crate::hf_error::HfError;
-use crate::profile::MissingMetricError;
+use crate::profile::KeyErrorText;
 use crate::pyjson::PyJson;
 
 /// `metric_for_best_model` as HF looks it up: `eval_` prefixed unless it already is.
@@ -34,41 +34,22 @@ pub fn is_better(value: f64, best: f64, greater_is_better: bool) -> bool {
     }
 }
 
-/// Where the lookup happens decides which explanatory text HF uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    /// Best-metric tracking (`_determine_best_metric` / `_save_checkpoint`).
-    Best,
-    /// The ReduceLROnPlateau step in `_evaluate`.
-    Plateau,
-}
-
-/// `metrics[metric_to_check]`, or the KeyError this version raises.
-pub fn lookup(
-    metrics: &[(String, PyJson)],
-    key: &str,
-    style: MissingMetricError,
-    at: Lookup,
-) -> Result<PyJson, HfError> {
+/// `metrics[metric_to_check]`, or the KeyError this version raises at this lookup.
+pub fn lookup(metrics: &[(String, PyJson)], key: &str, text: KeyErrorText) -> Result<PyJson, HfError> {
     if let Some((_, v)) = metrics.iter().find(|(k, _)| k == key) {
         return Ok(v.clone());
     }
-    Err(match style {
-        MissingMetricError::PlainKey => HfError::key(key),
-        MissingMetricError::Explained => {
-            let keys: Vec<String> = metrics.iter().map(|(k, _)| crate::hf_error::py_str_repr(k)).collect();
-            let head = format!(
-                "The `metric_for_best_model` training argument is set to '{key}', which is not found in the evaluation metrics. The available evaluation metrics are: [{}].",
-                keys.join(", ")
-            );
-            let text = match at {
-                Lookup::Best => format!("{head} Consider changing the `metric_for_best_model` via the TrainingArguments."),
-                Lookup::Plateau => format!(
-                    "{head} Please ensure that the `compute_metrics` function returns a dictionary that includes '{key}' or consider changing the `metric_for_best_model` via the TrainingArguments."
-                ),
-            };
-            HfError::key(&text)
-        }
+    let keys: Vec<String> = metrics.iter().map(|(k, _)| crate::hf_error::py_str_repr(k)).collect();
+    let head = format!(
+        "The `metric_for_best_model` training argument is set to '{key}', which is not found in the evaluation metrics. The available evaluation metrics are: [{}].",
+        keys.join(", ")
+    );
+    Err(match text {
+        KeyErrorText::Plain => HfError::key(key),
+        KeyErrorText::Short => HfError::key(&format!("{head} Consider changing the `metric_for_best_model` via the TrainingArguments.")),
+        KeyErrorText::Long => HfError::key(&format!(
+            "{head} Please ensure that the `compute_metrics` function returns a dictionary that includes '{key}' or consider changing the `metric_for_best_model` via the TrainingArguments."
+        )),
     })
 }
 
@@ -98,6 +79,16 @@ impl Best {
         } else {
             false
         }
+    }
+
+    /// 4.47-4.49 `_determine_best_metric`: a new best makes the evaluating step's folder the
+    /// best checkpoint, whether that folder is ever written or not.
+    pub fn after_eval_by_path(&mut self, value: &PyJson, greater: bool, folder: &str) -> bool {
+        let new = self.after_eval(value, greater, 0, false);
+        if new {
+            self.best_model_checkpoint = Some(folder.to_string());
+        }
+        new
     }
 
     /// <= 4.46 `_save_checkpoint` with metrics: the first tracked value, or a strictly better one,

@@ -1,22 +1,48 @@
 //! The main job: every scenario through the Rust trainer for every HF profile, diffed with the
 //! golden run directories, printed as a matrix (scenario x version) and a summary line.
 use crate::diff;
-use crate::profile::{Profile, SUPPORTED};
+use crate::profile::{self, Profile};
 use crate::runner::{self, RunError};
 use crate::scenario::Scenario;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 pub struct Options {
     pub versions: Vec<String>,
     pub only: Vec<String>,
     pub scenarios: PathBuf,
     pub golden: PathBuf,
+    /// Cells judged at once (default: the machine's cores).
+    pub jobs: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { versions: vec![], only: vec![], scenarios: "conformance/scenarios".into(), golden: "golden".into() }
+        let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        Options { versions: vec![], only: vec![], scenarios: "conformance/scenarios".into(), golden: "golden".into(), jobs }
     }
+}
+
+/// Judges every (scenario, profile) cell on `jobs` threads; cells in row-major order.
+pub fn judge_all(scenarios: &[&Scenario], versions: &[Profile], golden: &Path, work: &Path, jobs: usize) -> Vec<Cell> {
+    let n = scenarios.len() * versions.len();
+    let next = AtomicUsize::new(0);
+    let cells: Mutex<Vec<Option<Cell>>> = Mutex::new(vec![None; n]);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n {
+                    break;
+                }
+                let (i, j) = (k / versions.len(), k % versions.len());
+                let cell = judge(scenarios[i], &versions[j], golden, work);
+                cells.lock().expect("no poisoned cell")[k] = Some(cell);
+            });
+        }
+    });
+    cells.into_inner().expect("no poisoned cell").into_iter().map(|c| c.expect("every cell judged")).collect()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +83,7 @@ pub fn judge(sc: &Scenario, profile: &Profile, golden: &std::path::Path, work: &
 
 pub fn run(opts: &Options) -> Result<Summary, Box<dyn std::error::Error>> {
     let versions: Vec<Profile> = if opts.versions.is_empty() {
-        SUPPORTED.iter().map(|v| Profile::get(v).unwrap()).collect()
+        profile::supported().iter().map(|v| Profile::get(v).unwrap()).collect()
     } else {
         opts.versions.iter().map(|v| Profile::get(v)).collect::<Result<_, _>>()?
     };
@@ -71,40 +97,60 @@ pub fn run(opts: &Options) -> Result<Summary, Box<dyn std::error::Error>> {
         scenarios.retain(|(_, s)| opts.only.contains(&s.name));
     }
     let work = std::env::temp_dir().join(format!("ckptspec-conformance-{}", std::process::id()));
+    // Every cell, on every core: cells share nothing but the golden folders they read.
+    let cells = judge_all(&scenarios.iter().map(|(_, s)| s).collect::<Vec<_>>(), &versions, &opts.golden, &work, opts.jobs);
     let width = scenarios.iter().map(|(_, s)| s.name.len()).max().unwrap_or(8).max(8);
-    print!("{:width$}", "scenario");
-    for p in &versions {
-        print!("  {:<10}", p.version);
+    // Up to 6 versions: one word per cell; more: one character per cell under vertical labels.
+    let compact = versions.len() > 6;
+    if compact {
+        let labels: Vec<Vec<char>> = versions.iter().map(|p| p.version.chars().collect()).collect();
+        let rows = labels.iter().map(Vec::len).max().unwrap_or(0);
+        for r in 0..rows {
+            let line: String = labels.iter().map(|l| format!(" {}", l.get(r).copied().unwrap_or(' '))).collect();
+            println!("{:width$}{line}", if r == 0 { "scenario" } else { "" });
+        }
+    } else {
+        print!("{:width$}", "scenario");
+        for p in &versions {
+            print!("  {:<10}", p.version);
+        }
+        println!();
     }
-    println!();
     let mut sum = Summary::default();
     let mut details = Vec::new();
-    for (_, sc) in &scenarios {
+    for (i, (_, sc)) in scenarios.iter().enumerate() {
         print!("{:width$}", sc.name);
-        for p in &versions {
-            let cell = judge(sc, p, &opts.golden, &work);
-            let tag = match &cell {
+        for (j, p) in versions.iter().enumerate() {
+            let cell = &cells[i * versions.len() + j];
+            let (tag, short) = match cell {
                 Cell::Pass => {
                     sum.passed += 1;
-                    "pass"
+                    ("pass", '.')
                 }
                 Cell::Fail(d) => {
                     sum.failed += 1;
                     details.push(format!("{} @ {}: {d}", sc.name, p.version));
-                    "FAIL"
+                    ("FAIL", 'F')
                 }
                 Cell::NotImplemented(_) => {
                     sum.not_implemented += 1;
-                    "n/i"
+                    ("n/i", 'n')
                 }
                 Cell::NoGolden => {
                     sum.no_golden += 1;
-                    "no-golden"
+                    ("no-golden", '-')
                 }
             };
-            print!("  {tag:<10}");
+            if compact {
+                print!(" {short}");
+            } else {
+                print!("  {tag:<10}");
+            }
         }
         println!();
+    }
+    if compact {
+        println!("(. pass, F FAIL, n not yet implemented, - no golden)");
     }
     let _ = std::fs::remove_dir_all(&work);
     if !details.is_empty() {

@@ -745,9 +745,9 @@ impl Mlp {
     /// The checkpoint HF 5.24.0 writes for this model after `step` steps of AdamW
     /// (`optim="adamw_torch"`, lr 5e-5, linear schedule over 100 steps).
     pub fn checkpoint(&self, hf_version: &str) -> Result<Checkpoint<'_>> {
-        use crate::optim::{AdamW, AdamWKind, TorchLayout};
+        use crate::optim::{AdamW, AdamWKind};
         let profile = crate::profile::Profile::get(hf_version)?;
-        let layout = if hf_version.starts_with('4') { TorchLayout::V2_1 } else { TorchLayout::V2_13 };
+        let layout = profile.torch_layout;
         let l = self.layers as usize;
         let step = self.step as i64;
         let decay: Vec<bool> = (0..2 * l).map(|i| i < l).collect();

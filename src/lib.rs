@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod best;
+pub mod changes;
 pub mod conformance;
 pub mod diff;
 pub mod fastsave;

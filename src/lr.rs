@@ -147,29 +147,27 @@ impl LambdaLrState {
         }
     }
 
-    /// The dict, keys in torch's order:
-    /// * torch 2.13: `base_lrs, last_epoch, _step_count, _is_initial (False),
-    ///   _get_lr_called_within_step (False), _last_lr, lr_lambdas`
-    /// * torch 2.1.2: `base_lrs, last_epoch, verbose (False), _step_count,
-    ///   _get_lr_called_within_step (False), _last_lr, lr_lambdas`
+    /// The dict, keys in the torch release's order (`TorchLayout::lambda_lr_keys`; `verbose`,
+    /// `_is_initial` and `_get_lr_called_within_step` are False).
     ///
     /// `base_lrs`/`_last_lr` are lists of floats, `last_epoch`/`_step_count` ints.
     pub fn to_py(&self, layout: TorchLayout) -> PyValue {
         let floats = |v: &Vec<f64>| PyValue::List(v.iter().map(|x| PyValue::Float(*x)).collect());
-        let mut e: Vec<(&str, PyValue)> = vec![("base_lrs", floats(&self.base_lrs)), ("last_epoch", PyValue::Int(self.last_epoch))];
-        match layout {
-            TorchLayout::V2_13 => {
-                e.push(("_step_count", PyValue::Int(self.step_count)));
-                e.push(("_is_initial", PyValue::Bool(false)));
-            }
-            TorchLayout::V2_1 => {
-                e.push(("verbose", PyValue::Bool(false)));
-                e.push(("_step_count", PyValue::Int(self.step_count)));
-            }
-        }
-        e.push(("_get_lr_called_within_step", PyValue::Bool(false)));
-        e.push(("_last_lr", floats(&self.last_lr)));
-        e.push(("lr_lambdas", PyValue::List(self.lr_lambdas.clone())));
+        let e: Vec<(&str, PyValue)> = layout
+            .lambda_lr_keys
+            .iter()
+            .map(|k| {
+                let v = match *k {
+                    "base_lrs" => floats(&self.base_lrs),
+                    "last_epoch" => PyValue::Int(self.last_epoch),
+                    "_step_count" => PyValue::Int(self.step_count),
+                    "_last_lr" => floats(&self.last_lr),
+                    "lr_lambdas" => PyValue::List(self.lr_lambdas.clone()),
+                    _ => PyValue::Bool(false), // verbose, _is_initial, _get_lr_called_within_step
+                };
+                (*k, v)
+            })
+            .collect();
         PyValue::dict(e)
     }
 }
@@ -202,7 +200,7 @@ mod tests {
     fn state_dict_keys() {
         let s = Schedule { kind: ScheduleKind::Linear, warmup: 0.0, num_training_steps: 10 };
         let st = LambdaLrState::new(&s, 5e-5, 2, 4);
-        assert_eq!(st.to_py(TorchLayout::V2_13).str_keys(), ["base_lrs", "last_epoch", "_step_count", "_is_initial", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"]);
-        assert_eq!(st.to_py(TorchLayout::V2_1).str_keys(), ["base_lrs", "last_epoch", "verbose", "_step_count", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"]);
+        assert_eq!(st.to_py(TorchLayout::v2_13()).str_keys(), ["base_lrs", "last_epoch", "_step_count", "_is_initial", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"]);
+        assert_eq!(st.to_py(TorchLayout::v2_1()).str_keys(), ["base_lrs", "last_epoch", "verbose", "_step_count", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"]);
     }
 }

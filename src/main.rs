@@ -1,13 +1,18 @@
 //! The `ckptspec` command line. See README.md.
-use ckptspec::{conformance, diff, profile::Profile, runner};
+use ckptspec::{conformance, diff, profile::{self, Profile}, runner};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR]
+  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR] [--jobs N]
       run every scenario through the Rust trainer for every HF profile and diff with golden/
   ckptspec run PATH --hf VERSION --out DIR
       run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)
+  ckptspec versions [--per-release]
+      the behavior table: every behavior that differs between HF releases, with the release of
+      each change (--per-release: its value in every profiled release, tab-separated)
+  ckptspec changes [--check] [--golden DIR] [--out FILE]
+      write conformance/CHANGES.md from the golden folders alone (--check: fail when stale)
   ckptspec diff EXPECTED ACTUAL [--max N]
       compare two run directories (or two bare HF output folders): structure, JSON fields,
       tensors, error; prints the first difference and up to N (default 50) of all of them;
@@ -24,6 +29,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--hf`: the exact profiled version, or another patch of a profiled minor (said on stderr).
+fn resolve_hf(asked: &str) -> Result<String, String> {
+    let r = profile::resolve(asked)?;
+    if let Some(note) = r.note() {
+        eprintln!("{note}");
+    }
+    Ok(r.profile().to_string())
+}
+
 fn real_main(args: &[String]) -> Result<ExitCode, String> {
     let Some(cmd) = args.first() else {
         return Err(format!("no command given\n{USAGE}"));
@@ -36,10 +50,14 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             while let Some(a) = it.next() {
                 let mut val = |flag: &str| it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
                 match a.as_str() {
-                    "--hf" => opts.versions.push(val("--hf")?),
+                    "--hf" => opts.versions.push(resolve_hf(&val("--hf")?)?),
                     "--only" => opts.only.push(val("--only")?),
                     "--scenarios" => opts.scenarios = PathBuf::from(val("--scenarios")?),
                     "--golden" => opts.golden = PathBuf::from(val("--golden")?),
+                    "--jobs" => {
+                        let v = val("--jobs")?;
+                        opts.jobs = v.parse().map_err(|_| format!("--jobs {v}: not a number"))?;
+                    }
                     other => return Err(format!("unknown option {other}\n{USAGE}")),
                 }
             }
@@ -60,7 +78,7 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             let path = path.ok_or(format!("run needs a scenario file or folder\n{USAGE}"))?;
             let hf = hf.ok_or(format!("run needs --hf VERSION\n{USAGE}"))?;
             let out = out.ok_or(format!("run needs --out DIR\n{USAGE}"))?;
-            let profile = Profile::get(&hf)?;
+            let profile = Profile::get(&resolve_hf(&hf)?)?;
             runner::run_path(&path, &profile, &out).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
@@ -88,6 +106,29 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             let rep = diff::compare_run_dirs(&expected, &actual).map_err(|e| e.to_string())?;
             print!("{}", rep.render(&expected, &actual, cap));
             Ok(if rep.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        "versions" => {
+            let per_release = match rest {
+                [] => false,
+                [f] if f == "--per-release" => true,
+                _ => return Err(format!("unexpected arguments {rest:?}\n{USAGE}")),
+            };
+            print!("{}", profile::render_table(per_release));
+            Ok(ExitCode::SUCCESS)
+        }
+        "changes" => {
+            let mut opts = ckptspec::changes::Options::default();
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                let mut val = |flag: &str| it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
+                match a.as_str() {
+                    "--check" => opts.check = true,
+                    "--golden" => opts.golden = PathBuf::from(val("--golden")?),
+                    "--out" => opts.out = PathBuf::from(val("--out")?),
+                    other => return Err(format!("unknown option {other}\n{USAGE}")),
+                }
+            }
+            ckptspec::changes::main(&opts)
         }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");

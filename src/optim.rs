@@ -32,14 +32,9 @@ use tch::Tensor;
 /// State dicts are values of the pickle layer (`torch_format::Value`): what `torch.save` writes.
 pub use crate::torch_format::Value as PyValue;
 
-/// Which torch release's state-dict layout to produce (a field of the profile).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TorchLayout {
-    /// torch 2.1.2 (with transformers 4.31.0).
-    V2_1,
-    /// torch 2.13.0 (with transformers 5.24.0).
-    V2_13,
-}
+/// What the torch release writes and computes differently (the torch table of [`crate::profile`]).
+pub use crate::profile::TorchLayout;
+
 
 /// The update rule (named after the implementation that runs, not the HF version).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,7 +260,7 @@ impl AdamW {
     /// `betas` is a tuple of two floats; `lr`, `eps`, `weight_decay`, `initial_lr` floats.
     /// `initial_lr` exists only when a LambdaLR scheduler was built (HF's `get_scheduler`
     /// schedules); `ReduceLROnPlateau` does not add it.
-    /// `TorchFused` with `TorchLayout::V2_1` is not a real combination (torch 2.1.2 rejects
+    /// `TorchFused` with `TorchLayout::v2_1()` is not a real combination (torch 2.1.2 rejects
     /// `fused=True` for CPU tensors).
     pub fn state_dict(&self) -> PyValue {
         let mut state = Vec::new();
@@ -298,24 +293,19 @@ impl AdamW {
             ("betas", PyValue::Tuple(vec![f(self.betas.0), f(self.betas.1)])),
             ("eps", f(self.eps)),
         ];
-        match (self.kind, self.layout) {
-            (AdamWKind::HfAdamW, _) => e.push(("correct_bias", b(true))),
-            (_, TorchLayout::V2_13) => {
-                e.push(("amsgrad", b(false)));
-                e.push(("maximize", b(false)));
-                e.push(("foreach", PyValue::None));
-                e.push(("capturable", b(false)));
-                e.push(("differentiable", b(false)));
-                e.push(("fused", if self.kind == AdamWKind::TorchFused { b(true) } else { PyValue::None }));
-                e.push(("decoupled_weight_decay", b(true)));
-            }
-            (_, TorchLayout::V2_1) => {
-                e.push(("amsgrad", b(false)));
-                e.push(("foreach", PyValue::None));
-                e.push(("maximize", b(false)));
-                e.push(("capturable", b(false)));
-                e.push(("differentiable", b(false)));
-                e.push(("fused", if self.kind == AdamWKind::TorchFused { b(true) } else { PyValue::None }));
+        if self.kind == AdamWKind::HfAdamW {
+            e.push(("correct_bias", b(true)));
+        } else {
+            // The first four are written above, in every release's order.
+            for key in &self.layout.adamw_group_keys[4..] {
+                let v = match *key {
+                    "foreach" => PyValue::None,
+                    "fused" if self.kind == AdamWKind::TorchFused => b(true),
+                    "fused" => PyValue::None,
+                    "decoupled_weight_decay" => b(true),
+                    _ => b(false), // amsgrad, maximize, capturable, differentiable
+                };
+                e.push((key, v));
             }
         }
         if let Some(il) = g.initial_lr {
@@ -365,7 +355,7 @@ pub fn single_tensor_adamw_elem(layout: TorchLayout, p: f32, m: f32, v: f32, g: 
     let mut p = p;
     // 2.13: `if weight_decay != 0: param.mul_(1 - lr * weight_decay)`; 2.1.2 always multiplies
     // (by 1.0 when weight_decay == 0, which changes nothing).
-    if weight_decay != 0.0 || layout == TorchLayout::V2_1 {
+    if weight_decay != 0.0 || layout.adamw_always_decays {
         p *= (1.0 - lr * weight_decay) as f32;
     }
     let m = lerp_f32(m, g, (1.0 - beta1) as f32);
@@ -373,10 +363,7 @@ pub fn single_tensor_adamw_elem(layout: TorchLayout, p: f32, m: f32, v: f32, g: 
     let bias_correction1 = 1.0 - py_pow(beta1, step);
     let bias_correction2 = 1.0 - py_pow(beta2, step);
     let step_size = lr / bias_correction1;
-    let bias_correction2_sqrt = match layout {
-        TorchLayout::V2_13 => py_pow(bias_correction2, 0.5),
-        TorchLayout::V2_1 => bias_correction2.sqrt(),
-    };
+    let bias_correction2_sqrt = if layout.adamw_pow_half { py_pow(bias_correction2, 0.5) } else { bias_correction2.sqrt() };
     let denom = torch_sqrt_f32(v) / (bias_correction2_sqrt as f32) + eps as f32;
     let p = addcdiv_f32(p, m, denom, (-step_size) as f32);
     (p, m, v)
@@ -473,7 +460,7 @@ mod tests {
 
     #[test]
     fn param_groups_layout() {
-        let mut o = AdamW::hf(AdamWKind::TorchFused, TorchLayout::V2_13, 5e-5, (0.9, 0.999), 1e-8, 0.0, &[true, true]);
+        let mut o = AdamW::hf(AdamWKind::TorchFused, TorchLayout::v2_13(), 5e-5, (0.9, 0.999), 1e-8, 0.0, &[true, true]);
         for g in o.groups.iter_mut() {
             g.initial_lr = Some(5e-5);
         }

@@ -108,7 +108,7 @@ impl Plateau {
     ///
     /// `kwargs` must be a JSON object (HF's `lr_scheduler_kwargs`). Errors are torch's (checked
     /// in torch's order: `factor`, `min_lr` list length, `mode`, `threshold_mode`), and Python's
-    /// `TypeError` for an unknown keyword. `verbose` is accepted only by `TorchLayout::V2_1`
+    /// `TypeError` for an unknown keyword. `verbose` is accepted only by `TorchLayout::v2_1()`
     /// (2.13 dropped it) and otherwise ignored.
     pub fn from_kwargs(kwargs: &Value, group_lrs: &[f64], layout: TorchLayout) -> Result<Plateau, PyError> {
         let empty = serde_json::Map::new();
@@ -126,7 +126,7 @@ impl Plateau {
             if k == "optimizer" {
                 return Err(PyError::new("TypeError", "get_reduce_on_plateau_schedule() got multiple values for argument 'optimizer'"));
             }
-            let known = KWARGS.contains(&k.as_str()) && !(k == "verbose" && layout == TorchLayout::V2_13);
+            let known = KWARGS.contains(&k.as_str()) && !(k == "verbose" && !layout.plateau_accepts_verbose);
             if !known {
                 return Err(PyError::new("TypeError", format!("ReduceLROnPlateau.__init__() got an unexpected keyword argument '{k}'")));
             }
@@ -288,12 +288,9 @@ impl Plateau {
 
     /// `scheduler.state_dict()` (`__dict__` minus `optimizer`), keys in torch's order:
     ///
-    /// * torch 2.13: `factor, default_min_lr, min_lrs, patience, cooldown, eps, last_epoch,
-    ///   _last_lr, mode_worse, mode, threshold, threshold_mode, best, cooldown_counter,
-    ///   num_bad_epochs`
-    /// * torch 2.1.2: `factor, min_lrs, patience, verbose (False), cooldown, cooldown_counter,
-    ///   mode, threshold, threshold_mode, best, num_bad_epochs, mode_worse, eps, last_epoch`,
-    ///   then `_last_lr` once `step` has been called.
+    /// Keys in the torch release's order (`TorchLayout::plateau_keys`: each release's
+    /// attribute assignment order in `__init__`); `verbose` is False; before torch 2.3 `_last_lr`
+    /// exists only once `step` has been called.
     ///
     /// `mode`/`threshold_mode` are strings, `best`/`mode_worse` floats (`inf`/`-inf`),
     /// `last_epoch`/`num_bad_epochs` ints, the rest keep the Python type they were given
@@ -308,47 +305,33 @@ impl Plateau {
             ThresholdMode::Rel => "rel".into(),
             ThresholdMode::Abs => "abs".into(),
         });
-        let e: Vec<(&str, PyValue)> = match layout {
-            TorchLayout::V2_13 => vec![
-                ("factor", self.factor.to_py()),
-                ("default_min_lr", self.default_min_lr.map(|x| x.to_py()).unwrap_or(PyValue::None)),
-                ("min_lrs", list(&self.min_lrs)),
-                ("patience", self.patience.to_py()),
-                ("cooldown", self.cooldown.to_py()),
-                ("eps", self.eps.to_py()),
-                ("last_epoch", PyValue::Int(self.last_epoch)),
-                ("_last_lr", list(&self.last_lr)),
-                ("mode_worse", PyValue::Float(self.mode_worse())),
-                ("mode", mode),
-                ("threshold", self.threshold.to_py()),
-                ("threshold_mode", tmode),
-                ("best", PyValue::Float(self.best)),
-                ("cooldown_counter", self.cooldown_counter.to_py()),
-                ("num_bad_epochs", PyValue::Int(self.num_bad_epochs)),
-            ],
-            TorchLayout::V2_1 => {
-                let mut e = vec![
-                    ("factor", self.factor.to_py()),
-                    ("min_lrs", list(&self.min_lrs)),
-                    ("patience", self.patience.to_py()),
-                    ("verbose", PyValue::Bool(false)),
-                    ("cooldown", self.cooldown.to_py()),
-                    ("cooldown_counter", self.cooldown_counter.to_py()),
-                    ("mode", mode),
-                    ("threshold", self.threshold.to_py()),
-                    ("threshold_mode", tmode),
-                    ("best", PyValue::Float(self.best)),
-                    ("num_bad_epochs", PyValue::Int(self.num_bad_epochs)),
-                    ("mode_worse", PyValue::Float(self.mode_worse())),
-                    ("eps", self.eps.to_py()),
-                    ("last_epoch", PyValue::Int(self.last_epoch)),
-                ];
-                if self.stepped {
-                    e.push(("_last_lr", list(&self.last_lr)));
-                }
-                e
-            }
-        };
+        let e: Vec<(&str, PyValue)> = layout
+            .plateau_keys
+            .iter()
+            .filter(|k| **k != "_last_lr" || layout.plateau_last_lr_at_init || self.stepped)
+            .map(|k| {
+                let v = match *k {
+                    "factor" => self.factor.to_py(),
+                    "default_min_lr" => self.default_min_lr.map(|x| x.to_py()).unwrap_or(PyValue::None),
+                    "min_lrs" => list(&self.min_lrs),
+                    "patience" => self.patience.to_py(),
+                    "verbose" => PyValue::Bool(false),
+                    "cooldown" => self.cooldown.to_py(),
+                    "cooldown_counter" => self.cooldown_counter.to_py(),
+                    "mode" => mode.clone(),
+                    "threshold" => self.threshold.to_py(),
+                    "threshold_mode" => tmode.clone(),
+                    "best" => PyValue::Float(self.best),
+                    "num_bad_epochs" => PyValue::Int(self.num_bad_epochs),
+                    "mode_worse" => PyValue::Float(self.mode_worse()),
+                    "eps" => self.eps.to_py(),
+                    "last_epoch" => PyValue::Int(self.last_epoch),
+                    "_last_lr" => list(&self.last_lr),
+                    other => unreachable!("plateau key {other} of the torch table"),
+                };
+                (*k, v)
+            })
+            .collect();
         PyValue::dict(e)
     }
 }
@@ -367,7 +350,7 @@ mod tests {
     use serde_json::json;
 
     fn mk(kw: Value) -> Result<Plateau, PyError> {
-        Plateau::from_kwargs(&kw, &[5e-5, 5e-5], TorchLayout::V2_13)
+        Plateau::from_kwargs(&kw, &[5e-5, 5e-5], TorchLayout::v2_13())
     }
 
     #[test]
@@ -379,7 +362,7 @@ mod tests {
         assert_eq!((e.type_name.as_str(), e.message.as_str()), ("TypeError", "ReduceLROnPlateau.__init__() got an unexpected keyword argument 'bogus'"));
         assert_eq!(mk(json!({"mode": 3})).unwrap_err().message, "can only concatenate str (not \"int\") to str");
         assert_eq!(mk(json!({"min_lr": [1e-6]})).unwrap_err().message, "expected 2 min_lrs, got 1");
-        assert!(Plateau::from_kwargs(&json!({"verbose": true}), &[1.0], TorchLayout::V2_1).is_ok());
+        assert!(Plateau::from_kwargs(&json!({"verbose": true}), &[1.0], TorchLayout::v2_1()).is_ok());
         assert!(mk(json!({"verbose": true})).is_err());
     }
 
@@ -404,7 +387,7 @@ mod tests {
             let kw = json!({"factor": factor, "patience": patience, "cooldown": cooldown, "min_lr": min_lr,
                             "mode": if max_mode {"max"} else {"min"}, "threshold_mode": if abs {"abs"} else {"rel"},
                             "threshold": threshold});
-            let mut p = Plateau::from_kwargs(&kw, &[1e-2, 1e-2], TorchLayout::V2_13).unwrap();
+            let mut p = Plateau::from_kwargs(&kw, &[1e-2, 1e-2], TorchLayout::v2_13()).unwrap();
             let mut prev = p.lrs_f64();
             for m in metrics {
                 p.step(m);

@@ -1,58 +1,482 @@
-//! Version profiles: every behavioral difference between HF versions is a field here, so the
-//! policies read data instead of comparing version strings. Each field says which era of
-//! ../shared/notes/hf-checkpoint-behavior.md it comes from; the golden folders judge.
+//! Version profiles: every behavioral difference between HF releases, as data.
+//!
+//! A behavior is declared once, in [`behaviors!`] below, as its history: the value it has from
+//! each release on where it changed (oldest first). The profile of a version is derived from that
+//! table (the last change at or before the version), so the policies read fields instead of
+//! comparing version strings, and `ckptspec versions` prints the same table. What the real HF of a
+//! version wrote beside its golden folders (`golden/hf-V/TRAINING_ARGS.json`: its argument list,
+//! defaults and enum values; `TRAINING_ARGS.pkl`; `ENVIRONMENT`: its torch and numpy) completes
+//! the profile. torch's own changes (state-dict and archive layouts) form a second table keyed by
+//! the torch release of the profile's torch line ([`crate::optim::TorchLayout`]).
+//! ../shared/notes/hf-checkpoint-behavior.md maps the eras; the golden folders judge.
 
 use serde_json::Value;
+use std::fmt;
 
-/// The HF versions this implementation reproduces, newest first.
-pub const SUPPORTED: [&str; 2] = ["5.24.0", "4.31.0"];
+/// A release number `major.minor.patch`, ordered numerically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl Version {
+    /// Parses `4.46.3` (a missing patch is 0; a local suffix such as `+cu121` is ignored).
+    pub fn parse(s: &str) -> Option<Version> {
+        let s = s.split('+').next()?;
+        let mut it = s.split('.').map(|p| p.parse::<u32>().ok());
+        let major = it.next()??;
+        let minor = it.next()??;
+        let patch = match it.next() {
+            Some(p) => p?,
+            None => 0,
+        };
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Version(major, minor, patch))
+    }
+
+    /// For `const` tables.
+    const fn lit(s: &str) -> Version {
+        let b = s.as_bytes();
+        let mut parts = [0u32; 3];
+        let (mut i, mut k) = (0, 0);
+        while i < b.len() {
+            if b[i] == b'.' {
+                k += 1;
+            } else {
+                parts[k] = parts[k] * 10 + (b[i] - b'0') as u32;
+            }
+            i += 1;
+        }
+        Version(parts[0], parts[1], parts[2])
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// The value a history gives a version: the last change at or before it.
+pub fn at<T: Clone>(history: &[(&str, T)], v: Version) -> T {
+    history
+        .iter()
+        .rev()
+        .find(|(since, _)| Version::lit(since) <= v)
+        .or(history.first())
+        .map(|(_, x)| x.clone())
+        .expect("a history has at least one entry")
+}
+
+/// One row of the behavior table: a field, what it means, and its history rendered as text.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub changes: Vec<(&'static str, String)>,
+}
+
+/// Declares the behavior table: the [`Behaviors`] struct (one field per behavior), its
+/// derivation for a version, and its rows for `ckptspec versions`.
+macro_rules! behaviors {
+    ($( #[doc = $sdoc:literal] )+ struct $Behaviors:ident;
+     $( $( #[doc = $doc:literal] )+ $field:ident : $ty:ty = [ $( $since:literal => $val:expr ),+ $(,)? ] ; )*) => {
+        $( #[doc = $sdoc] )+
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $Behaviors {
+            $( $( #[doc = $doc] )+ pub $field: $ty, )*
+        }
+
+        impl $Behaviors {
+            /// The value of every behavior in release `v`.
+            pub fn at(v: Version) -> $Behaviors {
+                $Behaviors { $( $field: at::<$ty>(&[ $( ($since, { let x: $ty = $val; x }) ),+ ], v), )* }
+            }
+
+            /// The table itself: each behavior with the release of every change.
+            pub fn table() -> Vec<Row> {
+                vec![ $( Row {
+                    name: stringify!($field),
+                    doc: concat!($($doc),+),
+                    changes: vec![ $( ($since, show::<$ty>(&{ let x: $ty = $val; x })) ),+ ],
+                }, )* ]
+            }
+        }
+    };
+}
+
+/// How a value reads in the table.
+fn show<T: fmt::Debug>(v: &T) -> String {
+    let s = format!("{v:?}");
+    match s.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) => inner.replace("\\\"", "\""),
+        None => s,
+    }
+}
 
 /// How `greater_is_better` defaults when a metric is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GreaterDefault {
-    /// `metric not in ["loss", "eval_loss"]` (4.31 - 4.41).
+    /// `metric not in ["loss", "eval_loss"]`.
     NotLossName,
-    /// `not metric.endswith("loss")` (4.42+).
+    /// `not metric.endswith("loss")`.
     NotEndsWithLoss,
 }
 
 /// When the best metric is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BestTiming {
-    /// Inside `_save_checkpoint`, only when the same call evaluated and saved (4.31 - 4.46).
+    /// Inside `_save_checkpoint`, only when the same call evaluated and saved.
     OnSaveWithMetrics,
-    /// After every training evaluation, `best_global_step` recorded, `best_model_checkpoint` set at
-    /// save time if the best step's folder exists (4.50+; with "best" strategy from 5.4).
+    /// `_determine_best_metric` after every training evaluation; `best_model_checkpoint` is the
+    /// path of the evaluating step's folder, written or not.
+    EveryEvalByPath,
+    /// After every training evaluation, `best_global_step` recorded, `best_model_checkpoint` set
+    /// at save time if the best step's folder exists.
     EveryEvalByStep,
+}
+
+/// Where a forced save at `max_steps` applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalSave {
+    /// No forced save: the last step is saved only when it is a save step.
+    Never,
+    /// Any `save_strategy` but "no" (the epoch strategy then saves the last step twice).
+    AnyStrategy,
+    /// Any but "no" and "best".
+    NotBest,
+    /// Only `save_strategy="steps"`.
+    StepsOnly,
 }
 
 /// How rotation orders checkpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RotationOrder {
-    /// `(mtime, path)`, no fallback (4.31 - 4.37).
+    /// `(mtime, path)`, no fallback.
     Mtime,
-    /// Numeric (4.38 - 4.51).
+    /// Numeric.
     Numeric,
-    /// mtime, falling back to numeric when all mtimes lie within 1 s (4.52+).
+    /// mtime, falling back to numeric when all mtimes lie within 1 s.
     MtimeWithNumericFallback,
 }
 
 /// How the KeyError for a missing `metric_for_best_model` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MissingMetricError {
-    /// A plain dict lookup: `KeyError('eval_f1')` (4.31 - 4.41).
-    PlainKey,
-    /// The explanatory texts: short in best tracking, long in the plateau lookup (4.47+).
-    Explained,
+pub enum KeyErrorText {
+    /// A plain dict lookup: `KeyError('eval_f1')`.
+    Plain,
+    /// "... Consider changing the `metric_for_best_model` via the TrainingArguments."
+    Short,
+    /// "... Please ensure that the `compute_metrics` function returns a dictionary that includes ..."
+    Long,
 }
 
 /// Which learning rate a training log shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoggedLr {
-    /// Read at log time, after the per-step scheduler step: the next step's rate (<= 4.50).
+    /// Read at log time, after the per-step scheduler step: the next step's rate.
     AfterSchedulerStep,
-    /// Captured after optimizer.step(), before scheduler.step(): the rate used (4.51+).
+    /// Captured after optimizer.step(), before scheduler.step(): the rate used.
     UsedByStep,
+}
+
+/// When `train()` creates the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerCreated {
+    /// Before the new TrainerState (which then gets max_steps, intervals, batch size).
+    BeforeState,
+    /// After the state's intervals and batch size, before its max_steps and epochs.
+    AfterIntervals,
+    /// After the whole state.
+    AfterState,
+}
+
+/// How the training loop fetches the batches of one optimizer update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// Batch by batch.
+    None,
+    /// `get_batch_samples` per update; the last of `steps // GA + 1` updates takes
+    /// `num_examples % GA` batches (or GA when 0).
+    ExamplesRemainder,
+    /// The same with `steps_in_epoch % GA`, and `steps // GA + (remainder < GA)` updates.
+    BatchesRemainder,
+}
+
+/// How gradient accumulation scales a micro-batch's loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GaLoss {
+    /// Divided by GA for backward and in the logged loss (accelerate's GA plugin).
+    Divided,
+    /// Not divided (the model takes `num_items_in_batch`).
+    Undivided,
+    /// Divided for backward only (accelerate's plugin is back; the logged loss is not).
+    GradsDivided,
+    /// Divided in the logged loss only (4.46: the model's `**kwargs` is not named
+    /// `loss_kwargs`, so no `num_items_in_batch`, and no GA plugin).
+    LogDivided,
+}
+
+/// How `TrainingArguments` validates `warmup_steps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmupCheck {
+    None,
+    /// "warmup_steps must be either 0 or > 1" (an int, not 1).
+    ZeroOrAboveOne,
+    /// "warmup_steps must be of type int and must be 0 or a positive integer."
+    NonNegativeInt,
+    /// "warmup_steps must be an integer or a float" (negative values).
+    NonNegative,
+    /// "Got warmup_steps = .., Expected value warmup_steps >= 0".
+    NonNegativeExplained,
+}
+
+/// Which exportable callbacks a save refreshes in `stateful_callbacks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackRefresh {
+    /// No `stateful_callbacks` in the state.
+    Absent,
+    /// Only `TrainerControl`; the others keep their Trainer-init snapshot.
+    ControlOnly,
+    /// Every `ExportableState` callback.
+    All,
+}
+
+use crate::rotation::Protection;
+use crate::sampler::SamplerKind;
+
+behaviors! {
+    /// Every HF behavior that differs between transformers releases, as one release has it.
+    struct Behaviors;
+    /// Arguments spelled differently (format v1 name, this version's name).
+    renames: &'static [(&'static str, &'static str)] = ["4.31.0" => &[("eval_strategy", "evaluation_strategy")], "4.41.0" => &[]];
+    /// `load_best_model_at_end` checks are skipped for `save_strategy="best"`.
+    load_best_skips_best_strategy: bool = ["4.31.0" => false, "4.48.0" => true];
+    /// Text inserted in the strategy-mismatch message.
+    mismatch_extra: &'static str = ["4.31.0" => "", "5.4.0" => ", except when --save_strategy=\"best\""];
+    /// "save_steps {S}" has its space in the steps-mixing message.
+    mixing_message_space: bool = ["4.31.0" => false, "4.35.0" => true];
+    /// Two ratios passing the scaled multiple test still raise "round multiple".
+    both_ratio_fallthrough: bool = ["4.31.0" => true, "4.53.0" => false];
+    /// How `warmup_steps` is validated.
+    warmup_check: WarmupCheck = [
+        "4.31.0" => WarmupCheck::None,
+        "4.42.0" => WarmupCheck::ZeroOrAboveOne,
+        "4.44.0" => WarmupCheck::NonNegativeInt,
+        "5.0.0" => WarmupCheck::NonNegative,
+        "5.23.0" => WarmupCheck::NonNegativeExplained,
+    ];
+    /// `warmup_steps` below 1 is a ratio of the total steps, and a given `warmup_ratio` overrides
+    /// it (else: warmup_ratio in [0, 1] is used when warmup_steps is 0).
+    warmup_steps_ratio: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// How `greater_is_better` defaults.
+    greater_default: GreaterDefault = ["4.31.0" => GreaterDefault::NotLossName, "4.42.0" => GreaterDefault::NotEndsWithLoss];
+    /// Ratio intervals are written back into the args instead of only into the state.
+    ratio_into_args: bool = ["4.31.0" => true, "4.32.0" => false];
+    /// Optimizer steps per epoch round up a last partial accumulation (else down).
+    ceil_update_steps: bool = ["4.31.0" => false, "4.52.0" => true];
+    /// How the training loop fetches the batches of one optimizer update.
+    ga_prefetch: Prefetch = ["4.31.0" => Prefetch::None, "4.46.0" => Prefetch::ExamplesRemainder, "4.52.0" => Prefetch::BatchesRemainder];
+    /// The optimizer steps at every GA-th batch of the epoch and at its last batch (else at every
+    /// GA-th batch since train start, a partial window carrying into the next epoch).
+    ga_sync_per_epoch: bool = ["4.31.0" => false, "4.47.0" => true];
+    /// How a micro-batch's loss is scaled by gradient accumulation (this model accepts loss
+    /// kwargs and ignores `num_items_in_batch`).
+    ga_loss: GaLoss = [
+        "4.31.0" => GaLoss::Divided,
+        "4.46.0" => GaLoss::LogDivided,
+        "4.47.0" => GaLoss::Undivided,
+        "5.2.0" => GaLoss::GradsDivided,
+        "5.5.0" => GaLoss::Undivided,
+    ];
+    /// Where a forced save at max_steps applies.
+    final_step_save: FinalSave = ["4.31.0" => FinalSave::Never, "4.42.0" => FinalSave::AnyStrategy, "4.47.0" => FinalSave::NotBest, "4.50.0" => FinalSave::StepsOnly];
+    /// A forced evaluation at max_steps for the steps strategy.
+    final_step_eval: bool = ["4.31.0" => false, "5.4.0" => true];
+    /// When the best metric is decided.
+    best_timing: BestTiming = ["4.31.0" => BestTiming::OnSaveWithMetrics, "4.47.0" => BestTiming::EveryEvalByPath, "4.50.0" => BestTiming::EveryEvalByStep];
+    /// `save_strategy="best"` records the best step (and so a best checkpoint).
+    best_strategy_records_step: bool = ["4.31.0" => false, "5.4.0" => true];
+    /// How rotation orders checkpoints.
+    rotation: RotationOrder = ["4.31.0" => RotationOrder::Mtime, "4.38.0" => RotationOrder::Numeric, "4.52.0" => RotationOrder::MtimeWithNumericFallback];
+    /// How rotation protects the best checkpoint.
+    rotation_protection: Protection = ["4.31.0" => Protection::Bubble { guarded: false }, "4.35.0" => Protection::Bubble { guarded: true }];
+    /// The KeyError for a missing metric in best tracking.
+    missing_metric_best: KeyErrorText = ["4.31.0" => KeyErrorText::Plain, "4.42.0" => KeyErrorText::Short, "4.46.0" => KeyErrorText::Long, "4.47.0" => KeyErrorText::Short];
+    /// The KeyError for a missing metric in the ReduceLROnPlateau lookup.
+    missing_metric_plateau: KeyErrorText = ["4.31.0" => KeyErrorText::Plain, "4.42.0" => KeyErrorText::Short, "4.46.0" => KeyErrorText::Long];
+    /// Which learning rate a training log shows.
+    logged_lr: LoggedLr = ["4.31.0" => LoggedLr::AfterSchedulerStep, "4.51.0" => LoggedLr::UsedByStep];
+    /// `grad_norm` in training logs.
+    logs_grad_norm: bool = ["4.31.0" => false, "4.38.0" => true];
+    /// Without clipping (`max_grad_norm` 0), the norm is still measured, through
+    /// `clip_grad_norm_(max_norm=inf)`.
+    grad_norm_without_clipping: bool = ["4.31.0" => false, "5.3.0" => true];
+    /// When `train()` creates the scheduler relative to filling its TrainerState (an error there
+    /// leaves the state as far as it was filled).
+    scheduler_created: SchedulerCreated = [
+        "4.31.0" => SchedulerCreated::BeforeState,
+        "5.1.0" => SchedulerCreated::AfterIntervals,
+        "5.3.0" => SchedulerCreated::AfterState,
+    ];
+    /// Training `loss` rounded to 4 decimals.
+    round_loss: bool = ["4.31.0" => true, "5.0.0" => false];
+    /// Log `epoch` rounded to 2 decimals.
+    round_epoch: bool = ["4.31.0" => true, "4.40.0" => false];
+    /// `TrainerState.epoch` starts at 0 instead of None.
+    epoch_starts_at_zero: bool = ["4.31.0" => false, "5.3.0" => true];
+    /// TrainerState has `logging_steps`, `eval_steps`, `save_steps`.
+    state_has_intervals: bool = ["4.31.0" => false, "4.32.0" => true];
+    /// TrainerState has `train_batch_size` and `num_input_tokens_seen`.
+    state_has_batch_and_tokens: bool = ["4.31.0" => false, "4.36.0" => true];
+    /// TrainerState's `stateful_callbacks`, and which callbacks a save refreshes.
+    stateful_callbacks: CallbackRefresh = ["4.31.0" => CallbackRefresh::Absent, "4.41.0" => CallbackRefresh::ControlOnly, "4.45.0" => CallbackRefresh::All];
+    /// TrainerState has `best_global_step`.
+    state_has_best_global_step: bool = ["4.31.0" => false, "4.50.0" => true];
+    /// `lr_scheduler_kwargs` reach the schedulers.
+    plateau_kwargs: bool = ["4.31.0" => false, "4.36.0" => true];
+    /// The Trainer checks at init that evaluation has an eval_dataset.
+    init_checks_eval_dataset: bool = ["4.31.0" => false, "4.46.0" => true];
+    /// The Trainer checks at init that "best" / load_best has a metric.
+    init_checks_best_metric: bool = ["4.31.0" => false, "4.47.0" => true];
+    /// EarlyStoppingCallback asserts load_best_model_at_end.
+    early_stopping_requires_load_best: bool = ["4.31.0" => true, "4.49.0" => false];
+    /// train_loss divides by `global_step` itself, so a run of 0 steps raises ZeroDivisionError
+    /// (else by `max(global_step, 0.001)`).
+    train_loss_zero_division: bool = ["4.31.0" => true, "4.39.0" => false];
+    /// A training log needs a step since the last one (`global_step > _globalstep_last_logged`).
+    log_requires_new_step: bool = ["4.31.0" => false, "4.37.0" => true];
+    /// Checkpoints are written into `tmp-checkpoint-N`, renamed when complete.
+    staging_dir: bool = ["4.31.0" => false, "4.36.0" => true, "4.39.0" => false];
+    /// rng_state.pth is written after trainer_state.json.
+    rng_after_state: bool = ["4.31.0" => true, "4.36.0" => false];
+    /// The end-of-train save_total_limit=1 cleanup uses os.path.samefile (raises when the best
+    /// folder is missing).
+    cleanup_uses_samefile: bool = ["4.31.0" => false, "4.32.0" => true];
+    /// config.json's dtype key.
+    config_dtype_key: &'static str = ["4.31.0" => "torch_dtype", "4.56.0" => "dtype"];
+    /// config.json has `use_cache: false`.
+    config_use_cache: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// HF's weight-decay exclusion also matches norm-named parameters.
+    decay_norm_patterns: bool = ["4.31.0" => false, "4.49.0" => true];
+    /// How the training sampler is seeded.
+    /// (accelerate 0.25 always made it seedable, 0.26 only on request, which the Trainer makes
+    /// from 4.38.)
+    sampler: SamplerKind = [
+        "4.31.0" => SamplerKind::GlobalDrawnSeed,
+        "4.36.0" => SamplerKind::SeedableCumulativeSeed,
+        "4.37.0" => SamplerKind::GlobalDrawnSeed,
+        "4.38.0" => SamplerKind::SeedableEpochSeed,
+    ];
+    /// The seedable sampler starts from `data_seed` when given (else always from `seed`).
+    sampler_uses_data_seed: bool = ["4.31.0" => false, "4.46.0" => true];
+    /// `eval_loss` ignores non-finite batch losses when `logging_nan_inf_filter`.
+    eval_loss_skips_nonfinite: bool = ["4.31.0" => false, "5.23.0" => true];
+    /// A training dataloader of length 0 runs on max_steps with sys.maxsize epochs.
+    empty_dataloader_runs_on_max_steps: bool = ["4.31.0" => false, "4.49.0" => true];
+    /// An empty training dataloader yields one `None` batch (accelerate before 1.3): the
+    /// TypeError the Trainer's first use of it raises.
+    empty_dataloader_none_error: Option<&'static str> = [
+        "4.31.0" => Some("object of type 'NoneType' has no len()"),
+        "4.47.0" => Some("argument of type 'NoneType' is not iterable"),
+        "4.49.0" => None,
+    ];
+}
+
+behaviors! {
+    /// What a torch release writes and computes differently: state-dict key orders (dicts are
+    /// pickled in insertion order), the archive layout, and the numeric details that changed.
+    /// Keyed by the torch release of a profile's torch line (golden/hf-V/ENVIRONMENT).
+    struct TorchLayout;
+    /// `torch.optim.AdamW` param_group keys (HF's own AdamW writes its own).
+    adamw_group_keys: &'static [&'static str] = [
+        "2.1.0" => &["weight_decay", "lr", "betas", "eps", "amsgrad", "foreach", "maximize", "capturable", "differentiable", "fused"],
+        "2.7.0" => &["weight_decay", "lr", "betas", "eps", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused", "decoupled_weight_decay"],
+    ];
+    /// `_single_tensor_adamw` multiplies by `1 - lr * weight_decay` even when it is 0.
+    adamw_always_decays: bool = ["2.1.0" => true, "2.7.0" => false];
+    /// `bias_correction2 ** 0.5` instead of `math.sqrt(bias_correction2)`.
+    adamw_pow_half: bool = ["2.1.0" => false, "2.5.0" => true];
+    /// `torch.optim.SGD` param_group keys.
+    sgd_group_keys: &'static [&'static str] = [
+        "2.1.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable"],
+        "2.3.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused"],
+    ];
+    /// SGD without momentum keeps a `momentum_buffer: None` state per stepped parameter.
+    sgd_state_momentum_none: bool = ["2.1.0" => true, "2.4.0" => false];
+    /// `LambdaLR.state_dict()` keys.
+    lambda_lr_keys: &'static [&'static str] = [
+        "2.1.0" => &["base_lrs", "last_epoch", "verbose", "_step_count", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"],
+        "2.7.0" => &["base_lrs", "last_epoch", "_step_count", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"],
+        "2.8.0" => &["base_lrs", "last_epoch", "_step_count", "_is_initial", "_get_lr_called_within_step", "_last_lr", "lr_lambdas"],
+    ];
+    /// `ReduceLROnPlateau.state_dict()` keys (`_last_lr` only once stepped before 2.3).
+    plateau_keys: &'static [&'static str] = [
+        "2.1.0" => &["factor", "min_lrs", "patience", "verbose", "cooldown", "cooldown_counter", "mode", "threshold", "threshold_mode", "best", "num_bad_epochs", "mode_worse", "eps", "last_epoch", "_last_lr"],
+        "2.4.0" => &["factor", "min_lrs", "patience", "verbose", "cooldown", "cooldown_counter", "mode", "threshold", "threshold_mode", "eps", "last_epoch", "_last_lr", "mode_worse", "best", "num_bad_epochs"],
+        "2.6.0" => &["factor", "default_min_lr", "min_lrs", "patience", "verbose", "cooldown", "cooldown_counter", "mode", "threshold", "threshold_mode", "eps", "last_epoch", "_last_lr", "mode_worse", "best", "num_bad_epochs"],
+        "2.7.0" => &["factor", "default_min_lr", "min_lrs", "patience", "cooldown", "cooldown_counter", "mode", "threshold", "threshold_mode", "eps", "last_epoch", "_last_lr", "mode_worse", "best", "num_bad_epochs"],
+        "2.8.0" => &["factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch", "_last_lr", "mode_worse", "mode", "threshold", "threshold_mode", "best", "cooldown_counter", "num_bad_epochs"],
+    ];
+    /// `ReduceLROnPlateau` sets `_last_lr` at construction (else at its first step).
+    plateau_last_lr_at_init: bool = ["2.1.0" => false, "2.3.0" => true];
+    /// `ReduceLROnPlateau` accepts the `verbose` keyword.
+    plateau_accepts_verbose: bool = ["2.1.0" => true, "2.7.0" => false];
+    /// `torch.save` writes `.format_version` and `.storage_alignment` and stores storages in
+    /// first-use order (else lexicographic key order).
+    archive_format_version: bool = ["2.1.0" => false, "2.7.0" => true];
+}
+
+impl TorchLayout {
+    /// torch 2.1.2 (with transformers 4.31.0) and torch 2.13.0 (with 5.24.0): for tests.
+    pub fn v2_1() -> TorchLayout {
+        TorchLayout::at(Version(2, 1, 2))
+    }
+    pub fn v2_13() -> TorchLayout {
+        TorchLayout::at(Version(2, 13, 0))
+    }
+}
+
+/// One profiled release: its version and what its real HF wrote beside the golden folders.
+struct Release {
+    version: &'static str,
+    training_args_json: &'static str,
+    training_args_pkl: &'static [u8],
+    environment: &'static str,
+}
+
+macro_rules! releases {
+    ($($v:literal),* $(,)?) => {
+        /// Every profiled release, oldest first: each minor at its latest patch.
+        const RELEASES: &[Release] = &[ $( Release {
+            version: $v,
+            training_args_json: include_str!(concat!("../golden/hf-", $v, "/TRAINING_ARGS.json")),
+            training_args_pkl: include_bytes!(concat!("../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
+            environment: include_str!(concat!("../golden/hf-", $v, "/ENVIRONMENT")),
+        }, )* ];
+    };
+}
+
+releases!(
+    "4.31.0", "4.32.1", "4.33.3", "4.34.1", "4.35.2", "4.36.2", "4.37.2", "4.38.2", "4.39.3", "4.40.2",
+    "4.41.2", "4.42.4", "4.43.4", "4.44.2", "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3",
+    "4.51.3", "4.52.4", "4.53.3", "4.54.1", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.1.0", "5.2.0",
+    "5.3.0", "5.4.0", "5.5.4", "5.6.2", "5.7.0", "5.8.1", "5.9.0", "5.10.4", "5.11.0", "5.12.1",
+    "5.13.1", "5.14.1", "5.15.1", "5.16.1", "5.17.0", "5.18.0", "5.19.0", "5.20.2", "5.21.1", "5.22.2",
+    "5.23.0", "5.24.0",
+);
+
+/// The profiled versions, oldest first.
+pub fn supported() -> Vec<&'static str> {
+    RELEASES.iter().map(|r| r.version).collect()
+}
+
+/// The newest and the oldest profile (what `./dev test` checks against the real HF).
+pub fn newest() -> &'static str {
+    RELEASES[RELEASES.len() - 1].version
+}
+pub fn oldest() -> &'static str {
+    RELEASES[0].version
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,204 +485,119 @@ pub struct Profile {
     /// TrainingArguments fields and defaults of this version (golden/hf-V/TRAINING_ARGS.json,
     /// written by the generator from the real HF).
     pub fields: Vec<(String, Value)>,
-    /// Arguments spelled differently in this version (format v1 name, this version's name).
-    pub renames: &'static [(&'static str, &'static str)],
     /// Python class name of `save_strategy` values in messages and the values it accepts.
     pub save_strategy_enum: &'static str,
-    pub save_strategy_values: &'static [&'static str],
-    pub scheduler_types: &'static [&'static str],
-    /// `load_best_model_at_end` checks are skipped for `save_strategy="best"` (4.48+).
-    pub load_best_skips_best_strategy: bool,
-    /// Text inserted in the strategy-mismatch message (5.4+).
-    pub mismatch_extra: &'static str,
-    /// "save_steps {S}" has its space (4.35+).
-    pub mixing_message_space: bool,
-    /// Two ratios passing the scaled multiple test still raise "round multiple" (<= 4.52).
-    pub both_ratio_fallthrough: bool,
-    /// `warmup_steps < 0` is rejected (5.x).
-    pub rejects_negative_warmup: bool,
-    /// `warmup_steps` below 1 is a ratio of the total steps (5.x); else warmup_ratio is used.
-    pub warmup_steps_ratio: bool,
-    pub greater_default: GreaterDefault,
-    /// Ratio intervals are written back into the args (4.31) instead of only into the state.
-    pub ratio_into_args: bool,
-    /// Optimizer steps per epoch round up a last partial accumulation (5.x) or down (4.31).
-    pub ceil_update_steps: bool,
-    /// A forced save at max_steps for the steps strategy (4.50+).
-    pub final_step_save: bool,
-    /// A forced evaluation at max_steps for the steps strategy (5.4+).
-    pub final_step_eval: bool,
-    pub best_timing: BestTiming,
-    pub rotation: RotationOrder,
-    pub missing_metric: MissingMetricError,
-    pub logged_lr: LoggedLr,
-    /// `grad_norm` in training logs (4.38+).
-    pub logs_grad_norm: bool,
-    /// Training `loss` rounded to 4 decimals (<= 4.57) and log `epoch` to 2 (<= 4.39).
-    pub round_loss: bool,
-    pub round_epoch: bool,
-    /// The weights file of a checkpoint.
-    pub weights_file: &'static str,
-    /// `TrainerState.epoch` starts at 0 (5.3+) instead of None.
-    pub epoch_starts_at_zero: bool,
-    /// TrainerState fields in this version (sorted when written).
-    pub state_has_intervals: bool,
-    pub state_has_batch_and_tokens: bool,
-    pub state_has_stateful_callbacks: bool,
-    pub state_has_best_global_step: bool,
-    /// `lr_scheduler_kwargs` reach ReduceLROnPlateau (4.36+).
-    pub plateau_kwargs: bool,
-    /// The Trainer checks at init that evaluation has an eval_dataset (4.46+) and that "best"
-    /// has a metric (4.47+).
-    pub init_checks: bool,
-    /// EarlyStoppingCallback asserts load_best_model_at_end (<= 4.48).
-    pub early_stopping_requires_load_best: bool,
-    /// `save_only_model` exists (4.36+); `eval_on_start` exists (4.42+).
-    pub train_summary_per_call: bool,
-    /// The torch release whose state-dict layouts and archive layout files follow.
-    pub torch_layout: crate::optim::TorchLayout,
+    pub save_strategy_values: Vec<String>,
+    pub scheduler_types: Vec<String>,
+    /// The torch release of this profile's torch line (golden/hf-V/ENVIRONMENT).
+    pub torch: Version,
+    /// The torch release's state-dict layouts and archive layout.
+    pub torch_layout: TorchLayout,
     pub archive_style: crate::torch_format::ArchiveStyle,
     /// numpy's module in pickles of arrays (`numpy._core.multiarray` from numpy 2).
     pub numpy_core_module: &'static str,
-    /// rng_state.pth is written after trainer_state.json (<= 4.35) instead of before.
-    pub rng_after_state: bool,
-    pub rotation_protection: crate::rotation::Protection,
-    /// The end-of-train save_total_limit=1 cleanup uses os.path.samefile (4.32+), which raises
-    /// when the best folder is missing.
-    pub cleanup_uses_samefile: bool,
-    /// config.json's dtype key (`dtype` in 5.x, `torch_dtype` before) and `use_cache: false` (5.x).
-    pub config_dtype_key: &'static str,
-    pub config_use_cache: bool,
     /// The pickled TrainingArguments of a scenario without arguments (golden/hf-V/TRAINING_ARGS.pkl).
     pub training_args_template: &'static [u8],
-    /// HF's weight-decay exclusion also matches norm-named parameters (5.x).
-    pub decay_norm_patterns: bool,
-    /// How the training sampler is seeded (accelerate's seedable sampler, or a seed drawn from
-    /// the global generator).
-    pub sampler: crate::sampler::SamplerKind,
-    /// `eval_loss` ignores non-finite batch losses when `logging_nan_inf_filter` (5.24).
-    pub eval_loss_skips_nonfinite: bool,
-    /// A training dataloader of length 0 runs on max_steps with sys.maxsize epochs (5.x), or
-    /// counts one update step per epoch (4.31).
-    pub empty_dataloader_runs_on_max_steps: bool,
-    /// An empty training dataloader yields one `None` batch (accelerate 0.21), which HF's
-    /// `_prepare_inputs` rejects with a TypeError.
-    pub empty_dataloader_yields_none: bool,
+    /// Everything else, from the behavior table.
+    pub b: Behaviors,
+}
+
+impl std::ops::Deref for Profile {
+    type Target = Behaviors;
+    fn deref(&self) -> &Behaviors {
+        &self.b
+    }
+}
+
+/// How `--hf` was matched to a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// The exact profiled version.
+    Exact(&'static str),
+    /// Another patch of a profiled minor: that minor's profile.
+    SameMinor { asked: String, profile: &'static str },
+}
+
+impl Resolved {
+    pub fn profile(&self) -> &'static str {
+        match self {
+            Resolved::Exact(v) | Resolved::SameMinor { profile: v, .. } => v,
+        }
+    }
+    /// The one line said on stderr when another patch runs a minor's profile.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Resolved::Exact(_) => None,
+            Resolved::SameMinor { asked, profile } => {
+                Some(format!("note: --hf {asked} runs the profile of {profile} (the profiled patch of that minor release)"))
+            }
+        }
+    }
+}
+
+/// Matches a `--hf` value to a profile: the exact version, or another patch of a profiled minor.
+pub fn resolve(asked: &str) -> Result<Resolved, String> {
+    let unsupported = || {
+        format!(
+            "unsupported --hf version {asked:?}; supported (each minor release at its latest patch; another patch of one of these minors runs its profile): {}",
+            supported().join(", ")
+        )
+    };
+    let v = Version::parse(asked).ok_or_else(unsupported)?;
+    for r in RELEASES {
+        let p = Version::parse(r.version).expect("profile versions parse");
+        if p == v {
+            return Ok(Resolved::Exact(r.version));
+        }
+        if (p.0, p.1) == (v.0, v.1) {
+            return Ok(Resolved::SameMinor { asked: asked.to_string(), profile: r.version });
+        }
+    }
+    Err(unsupported())
 }
 
 impl Profile {
-    /// The profile of an HF version, or an error listing the supported ones.
+    /// The profile of an exactly profiled HF version, or an error listing the supported ones
+    /// (see [`resolve`] for other patches).
     pub fn get(version: &str) -> Result<Profile, String> {
-        match version {
-            "5.24.0" => Ok(Profile {
-                version: "5.24.0",
-                fields: fields(include_str!("../golden/hf-5.24.0/TRAINING_ARGS.json")),
-                renames: &[],
-                save_strategy_enum: "SaveStrategy",
-                save_strategy_values: &["no", "steps", "epoch", "best"],
-                scheduler_types: &[
-                    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
-                    "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
-                    "warmup_stable_decay", "greedy",
-                ],
-                load_best_skips_best_strategy: true,
-                mismatch_extra: ", except when --save_strategy=\"best\"",
-                mixing_message_space: true,
-                both_ratio_fallthrough: false,
-                rejects_negative_warmup: true,
-                warmup_steps_ratio: true,
-                greater_default: GreaterDefault::NotEndsWithLoss,
-                ratio_into_args: false,
-                ceil_update_steps: true,
-                final_step_save: true,
-                final_step_eval: true,
-                best_timing: BestTiming::EveryEvalByStep,
-                rotation: RotationOrder::MtimeWithNumericFallback,
-                missing_metric: MissingMetricError::Explained,
-                logged_lr: LoggedLr::UsedByStep,
-                logs_grad_norm: true,
-                round_loss: false,
-                round_epoch: false,
-                weights_file: "model.safetensors",
-                epoch_starts_at_zero: true,
-                state_has_intervals: true,
-                state_has_batch_and_tokens: true,
-                state_has_stateful_callbacks: true,
-                state_has_best_global_step: true,
-                plateau_kwargs: true,
-                init_checks: true,
-                early_stopping_requires_load_best: false,
-                train_summary_per_call: true,
-                torch_layout: crate::optim::TorchLayout::V2_13,
-                archive_style: crate::torch_format::ArchiveStyle::Torch2_13,
-                numpy_core_module: "numpy._core.multiarray",
-                rng_after_state: false,
-                rotation_protection: crate::rotation::Protection::ProtectedSet,
-                cleanup_uses_samefile: true,
-                config_dtype_key: "dtype",
-                config_use_cache: true,
-                training_args_template: include_bytes!("../golden/hf-5.24.0/TRAINING_ARGS.pkl"),
-                decay_norm_patterns: true,
-                sampler: crate::sampler::SamplerKind::SeedableEpochSeed,
-                eval_loss_skips_nonfinite: true,
-                empty_dataloader_runs_on_max_steps: true,
-                empty_dataloader_yields_none: false,
-            }),
-            "4.31.0" => Ok(Profile {
-                version: "4.31.0",
-                fields: fields(include_str!("../golden/hf-4.31.0/TRAINING_ARGS.json")),
-                renames: &[("eval_strategy", "evaluation_strategy")],
-                save_strategy_enum: "IntervalStrategy",
-                save_strategy_values: &["no", "steps", "epoch"],
-                scheduler_types: &[
-                    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
-                    "inverse_sqrt", "reduce_lr_on_plateau",
-                ],
-                load_best_skips_best_strategy: false,
-                mismatch_extra: "",
-                mixing_message_space: false,
-                both_ratio_fallthrough: true,
-                rejects_negative_warmup: false,
-                warmup_steps_ratio: false,
-                greater_default: GreaterDefault::NotLossName,
-                ratio_into_args: true,
-                ceil_update_steps: false,
-                final_step_save: false,
-                final_step_eval: false,
-                best_timing: BestTiming::OnSaveWithMetrics,
-                rotation: RotationOrder::Mtime,
-                missing_metric: MissingMetricError::PlainKey,
-                logged_lr: LoggedLr::AfterSchedulerStep,
-                logs_grad_norm: false,
-                round_loss: true,
-                round_epoch: true,
-                weights_file: "pytorch_model.bin",
-                epoch_starts_at_zero: false,
-                state_has_intervals: false,
-                state_has_batch_and_tokens: false,
-                state_has_stateful_callbacks: false,
-                state_has_best_global_step: false,
-                plateau_kwargs: false,
-                init_checks: false,
-                early_stopping_requires_load_best: true,
-                train_summary_per_call: false,
-                torch_layout: crate::optim::TorchLayout::V2_1,
-                archive_style: crate::torch_format::ArchiveStyle::Torch2_1,
-                numpy_core_module: "numpy.core.multiarray",
-                rng_after_state: true,
-                rotation_protection: crate::rotation::Protection::Bubble { guarded: false },
-                cleanup_uses_samefile: false,
-                config_dtype_key: "torch_dtype",
-                config_use_cache: false,
-                training_args_template: include_bytes!("../golden/hf-4.31.0/TRAINING_ARGS.pkl"),
-                decay_norm_patterns: false,
-                sampler: crate::sampler::SamplerKind::GlobalDrawnSeed,
-                eval_loss_skips_nonfinite: false,
-                empty_dataloader_runs_on_max_steps: false,
-                empty_dataloader_yields_none: true,
-            }),
-            _ => Err(format!("unsupported --hf version {version:?}; supported: {}", SUPPORTED.join(", "))),
-        }
+        let r = RELEASES
+            .iter()
+            .find(|r| r.version == version)
+            .ok_or_else(|| format!("unsupported --hf version {version:?}; supported: {}", supported().join(", ")))?;
+        let v = Version::parse(r.version).expect("profile versions parse");
+        let meta: Value = serde_json::from_str(r.training_args_json).expect("golden TRAINING_ARGS.json is valid JSON");
+        let enum_values = |name: &str| -> Option<Vec<String>> {
+            meta.get("enums")?.get(name)?.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        };
+        let (save_strategy_enum, save_strategy_values) = match enum_values("SaveStrategy") {
+            Some(vals) => ("SaveStrategy", vals),
+            None => ("IntervalStrategy", enum_values("IntervalStrategy").expect("TRAINING_ARGS.json lists IntervalStrategy")),
+        };
+        let env = |pkg: &str| -> Version {
+            r.environment
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{pkg} ")))
+                .and_then(Version::parse)
+                .unwrap_or_else(|| panic!("golden/hf-{}/ENVIRONMENT names {pkg}", r.version))
+        };
+        let torch = env("torch");
+        Ok(Profile {
+            version: r.version,
+            fields: fields(&meta),
+            save_strategy_enum,
+            save_strategy_values,
+            scheduler_types: enum_values("SchedulerType").expect("TRAINING_ARGS.json lists SchedulerType"),
+            torch,
+            torch_layout: TorchLayout::at(torch),
+            archive_style: if TorchLayout::at(torch).archive_format_version {
+                crate::torch_format::ArchiveStyle::Torch2_13
+            } else {
+                crate::torch_format::ArchiveStyle::Torch2_1
+            },
+            numpy_core_module: if env("numpy") >= Version(2, 0, 0) { "numpy._core.multiarray" } else { "numpy.core.multiarray" },
+            training_args_template: r.training_args_pkl,
+            b: Behaviors::at(v),
+        })
     }
 
     /// The name this version gives a format-v1 argument.
@@ -287,12 +626,107 @@ impl Profile {
     }
 }
 
-fn fields(json: &str) -> Vec<(String, Value)> {
-    let v: Value = serde_json::from_str(json).expect("golden TRAINING_ARGS.json is valid JSON");
-    v["fields"]
+fn fields(meta: &Value) -> Vec<(String, Value)> {
+    meta["fields"]
         .as_array()
         .expect("fields list")
         .iter()
         .map(|f| (f["name"].as_str().unwrap().to_string(), f["default"].clone()))
         .collect()
+}
+
+/// `ckptspec versions`: the behavior table, one row per behavior, one column per change: the
+/// release where the value changed and the value from then on. With `per_release`, one column per
+/// profiled release instead (the value in each).
+pub fn render_table(per_release: bool) -> String {
+    let mut out = String::new();
+    let rows = Behaviors::table();
+    if per_release {
+        let vs = supported();
+        let profiles: Vec<Profile> = vs.iter().map(|v| Profile::get(v).expect("profiled")).collect();
+        out.push_str(&format!("behavior\t{}\n", vs.join("\t")));
+        for row in &rows {
+            let cells: Vec<String> = profiles
+                .iter()
+                .map(|p| {
+                    let v = Version::parse(p.version).expect("profile versions parse");
+                    let hist: Vec<(&str, String)> = row.changes.clone();
+                    at(&hist, v)
+                })
+                .collect();
+            out.push_str(&format!("{}\t{}\n", row.name, cells.join("\t")));
+        }
+        for row in TorchLayout::table() {
+            let cells: Vec<String> = profiles.iter().map(|p| at(&row.changes, p.torch)).collect();
+            out.push_str(&format!("torch.{}\t{}\n", row.name, cells.join("\t")));
+        }
+        let torch: Vec<String> = profiles.iter().map(|p| p.torch.to_string()).collect();
+        out.push_str(&format!("torch\t{}\n", torch.join("\t")));
+        return out;
+    }
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    out.push_str(&format!("{} profiles: {}\n\n", supported().len(), supported().join(" ")));
+    out.push_str("behavior, then each change: the release it first appears in, and the value from then on\n\n");
+    for row in &rows {
+        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
+        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
+        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
+    }
+    out.push_str("\ntorch: what a torch release writes differently (keyed by the profile's torch line)\n\n");
+    for row in TorchLayout::table() {
+        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
+        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
+    }
+    out.push_str("\ntorch lines (golden/hf-V/ENVIRONMENT):\n");
+    let mut lines: Vec<(String, Vec<&str>)> = vec![];
+    for v in supported() {
+        let t = Profile::get(v).expect("profiled").torch.to_string();
+        match lines.last_mut() {
+            Some((lt, vs)) if *lt == t => vs.push(v),
+            _ => lines.push((t, vec![v])),
+        }
+    }
+    for (t, vs) in lines {
+        out.push_str(&format!("  torch {t}: {}\n", vs.join(" ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_numerically() {
+        assert!(Version::parse("4.9.0").unwrap() < Version::parse("4.10.0").unwrap());
+        assert_eq!(Version::parse("2.1.2+cu121"), Some(Version(2, 1, 2)));
+        assert_eq!(Version::lit("5.10.4"), Version(5, 10, 4));
+    }
+
+    #[test]
+    fn histories_pick_the_last_change_at_or_before() {
+        let h = [("4.31.0", 1), ("4.42.0", 2), ("4.50.0", 3)];
+        assert_eq!(at(&h, Version(4, 41, 2)), 1);
+        assert_eq!(at(&h, Version(4, 42, 4)), 2);
+        assert_eq!(at(&h, Version(5, 24, 0)), 3);
+    }
+
+    #[test]
+    fn other_patches_run_their_minor() {
+        assert_eq!(resolve("4.46.1").unwrap().profile(), "4.46.3");
+        assert!(resolve("4.46.1").unwrap().note().unwrap().contains("4.46.3"));
+        assert_eq!(resolve("5.24.0").unwrap(), Resolved::Exact("5.24.0"));
+        let e = resolve("4.30.2").unwrap_err();
+        assert!(e.contains("4.31.0") && e.contains("5.24.0"), "{e}");
+        assert!(resolve("banana").is_err());
+    }
+
+    #[test]
+    fn table_histories_are_ordered() {
+        for row in Behaviors::table() {
+            let vs: Vec<Version> = row.changes.iter().map(|(s, _)| Version::parse(s).unwrap()).collect();
+            assert!(vs.windows(2).all(|w| w[0] < w[1]), "{}: changes out of order", row.name);
+            assert_eq!(row.changes[0].0, "4.31.0", "{}: a history starts at the oldest profile", row.name);
+        }
+    }
 }

@@ -62,12 +62,12 @@ pub fn normalize(p: &str) -> String {
 /// How the best checkpoint is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protection {
-    /// <= 5.0: the best is bubbled to second-to-last; `save_total_limit=1` keeps 2 when the best
-    /// is not the newest. `guarded`: a best missing from the list is skipped (4.35+) instead of
-    /// raising `ValueError: '<path>' is not in list`.
+    /// The best is bubbled to second-to-last; `save_total_limit=1` keeps 2 when the best is not
+    /// the newest. `guarded`: a best missing from the list is skipped (4.35+) instead of raising
+    /// `ValueError: '<path>' is not in list`. (5.2 rewrote this as "protect the newest and the
+    /// best, delete the oldest others down to max(limit, protected)": the same deletions, so it is
+    /// not a behavior change.)
     Bubble { guarded: bool },
-    /// 5.1+: {newest, best} are protected; delete the oldest others down to the limit.
-    ProtectedSet,
 }
 
 /// The folders to delete after a save, oldest first.
@@ -107,29 +107,6 @@ pub fn plan(
             }
             let n = v.len().saturating_sub(keep);
             Ok(v[..n].to_vec())
-        }
-        Protection::ProtectedSet => {
-            let mut protected = vec![sorted[sorted.len() - 1].clone()];
-            if let Some(b) = best {
-                let nb = normalize(b);
-                if !protected.contains(&nb) {
-                    protected.push(nb);
-                }
-            }
-            let keep = limit.max(protected.len());
-            let mut remaining = sorted.len();
-            let mut out = vec![];
-            for c in sorted {
-                if remaining <= keep {
-                    break;
-                }
-                if protected.contains(c) {
-                    continue;
-                }
-                out.push(c.clone());
-                remaining -= 1;
-            }
-            Ok(out)
         }
     }
 }

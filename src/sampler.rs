@@ -34,6 +34,11 @@ pub enum SamplerKind {
     /// accelerate's `SeedableRandomSampler`: epoch `e` is `randperm(n)` of a generator seeded
     /// with `(data_seed or seed) + e`. Used by transformers 5.24.0 / accelerate 1.15.0.
     SeedableEpochSeed,
+    /// accelerate 0.25's `SeedableRandomSampler`, which the Trainer does not `set_epoch`: it
+    /// counts its own epochs and, from the second iteration on, adds the epoch to the seed its
+    /// generator was last seeded with, so epoch `e` uses `seed + e (e + 1) / 2` (42, 43, 45,
+    /// 48, ...). `data_seed` is ignored. Used by transformers 4.36.2 / accelerate 0.25.0.
+    SeedableCumulativeSeed,
     /// torch `RandomSampler` without generator: each epoch's permutation comes from a generator
     /// seeded by an int64 drawn from the global torch generator. Used by transformers 4.31.0 /
     /// accelerate 0.21.0 (which ignores `data_seed`).
@@ -45,6 +50,13 @@ pub enum SamplerKind {
 pub fn seedable_epoch_order(seed: u64, data_seed: Option<u64>, n: usize, epoch: usize) -> Vec<usize> {
     let initial = data_seed.unwrap_or(seed);
     perm(initial.wrapping_add(epoch as u64), n)
+}
+
+/// The order of one epoch for [`SamplerKind::SeedableCumulativeSeed`]: `randperm(n)` of a
+/// generator seeded with `seed + epoch (epoch + 1) / 2`.
+pub fn cumulative_epoch_order(seed: u64, n: usize, epoch: usize) -> Vec<usize> {
+    let e = epoch as u64;
+    perm(seed.wrapping_add(e * (e + 1) / 2), n)
 }
 
 /// The order that a generator seeded with `seed` gives: `torch.randperm(n, generator=g)`.
@@ -60,6 +72,7 @@ pub fn perm(seed: u64, n: usize) -> Vec<usize> {
 pub fn train_order(kind: SamplerKind, seed: u64, data_seed: Option<u64>, n: usize, epoch: usize) -> Vec<usize> {
     match kind {
         SamplerKind::SeedableEpochSeed => seedable_epoch_order(seed, data_seed, n, epoch),
+        SamplerKind::SeedableCumulativeSeed => cumulative_epoch_order(seed, n, epoch),
         SamplerKind::GlobalDrawnSeed => {
             let mut t = TrainRngTracker::new(kind, seed, data_seed);
             let mut last = Vec::new();
@@ -109,6 +122,7 @@ impl TrainRngTracker {
         let _base_seed = self.draw_int64();
         match self.kind {
             SamplerKind::SeedableEpochSeed => seedable_epoch_order(self.seed, self.data_seed, n, epoch),
+            SamplerKind::SeedableCumulativeSeed => cumulative_epoch_order(self.seed, n, epoch),
             SamplerKind::GlobalDrawnSeed => {
                 let s = self.draw_int64();
                 perm(s as u64, n)

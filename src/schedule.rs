@@ -2,7 +2,7 @@
 //! and the resolved intervals. The executor ORs the result into its control flags.
 
 use crate::args::{Args, Interval, Num};
-use crate::profile::Profile;
+use crate::profile::{FinalSave, Profile};
 
 /// TrainerControl's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,7 +79,13 @@ pub fn on_step_end(args: &Args, iv: &Intervals, profile: &Profile, global_step: 
         {
             c.should_evaluate = true;
         }
-        if profile.final_step_save && args.save_strategy == Interval::Steps {
+        let forced = match profile.final_step_save {
+            FinalSave::Never => false,
+            FinalSave::AnyStrategy => args.save_strategy != Interval::No,
+            FinalSave::NotBest => !matches!(args.save_strategy, Interval::No | Interval::Best),
+            FinalSave::StepsOnly => args.save_strategy == Interval::Steps,
+        };
+        if forced {
             c.should_save = true;
         }
     }

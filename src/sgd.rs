@@ -48,30 +48,33 @@ impl Sgd {
 
     /// `optimizer.state_dict()`, keys in the torch release's order.
     pub fn state_dict(&self) -> PyValue {
-        let state = match self.layout {
-            TorchLayout::V2_13 => vec![],
-            TorchLayout::V2_1 => (0..self.stepped.len())
+        let state = if self.layout.sgd_state_momentum_none {
+            (0..self.stepped.len())
                 .filter(|i| self.stepped[*i])
                 .map(|i| (PyValue::Int(i as i64), PyValue::dict(vec![("momentum_buffer", PyValue::None)])))
-                .collect(),
+                .collect()
+        } else {
+            vec![]
         };
         let groups = self
             .groups
             .iter()
             .map(|(idx, wd, lr, initial)| {
-                let mut e: Vec<(&str, PyValue)> = vec![
-                    ("weight_decay", PyValue::Float(*wd)),
-                    ("lr", PyValue::Float(*lr)),
-                    ("momentum", PyValue::Int(0)),
-                    ("dampening", PyValue::Int(0)),
-                    ("nesterov", PyValue::Bool(false)),
-                    ("maximize", PyValue::Bool(false)),
-                    ("foreach", PyValue::None),
-                    ("differentiable", PyValue::Bool(false)),
-                ];
-                if self.layout == TorchLayout::V2_13 {
-                    e.push(("fused", PyValue::None));
-                }
+                let mut e: Vec<(&str, PyValue)> = self
+                    .layout
+                    .sgd_group_keys
+                    .iter()
+                    .map(|k| {
+                        let v = match *k {
+                            "weight_decay" => PyValue::Float(*wd),
+                            "lr" => PyValue::Float(*lr),
+                            "momentum" | "dampening" => PyValue::Int(0),
+                            "foreach" | "fused" => PyValue::None,
+                            _ => PyValue::Bool(false), // nesterov, maximize, differentiable
+                        };
+                        (*k, v)
+                    })
+                    .collect();
                 if let Some(il) = initial {
                     e.push(("initial_lr", PyValue::Float(*il)));
                 }

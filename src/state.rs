@@ -74,7 +74,7 @@ impl TrainerState {
             d.push(("num_input_tokens_seen".into(), PyJson::Int(0)));
             d.push(("train_batch_size".into(), self.train_batch_size.map(|b| PyJson::Int(b as i128)).unwrap_or(PyJson::Null)));
         }
-        if profile.state_has_stateful_callbacks {
+        if profile.stateful_callbacks != crate::profile::CallbackRefresh::Absent {
             d.push(("stateful_callbacks".into(), PyJson::Dict(self.stateful_callbacks.clone())));
         }
         sorted(PyJson::Dict(d))

@@ -28,15 +28,15 @@ fn save_torch(path: &Path, v: &Value, profile: &Profile) -> Result<()> {
 
 /// The model weights: `model.safetensors` (`{"format": "pt"}` metadata) or `pytorch_model.bin`
 /// (a torch-saved state dict).
-pub fn write_weights(dir: &Path, profile: &Profile, a: f32, b: f32) -> Result<()> {
-    if profile.weights_file == "model.safetensors" {
+pub fn write_weights(dir: &Path, profile: &Profile, file: &str, a: f32, b: f32) -> Result<()> {
+    if file == "model.safetensors" {
         let (ta, tb) = (tch::Tensor::from(a), tch::Tensor::from(b));
         let tensors = [("a".to_string(), &ta), ("b".to_string(), &tb)];
         fastsave::write_safetensors(&dir.join("model.safetensors"), &tensors, &[("format".into(), "pt".into())], false, false)?;
     } else {
         // save_pretrained hands torch.save a plain dict (after removing shared tensors).
         let sd = Value::dict([("a", Value::Tensor(Tensor::scalar(a))), ("b", Value::Tensor(Tensor::scalar(b)))]);
-        save_torch(&dir.join(profile.weights_file), &sd, profile)?;
+        save_torch(&dir.join(file), &sd, profile)?;
     }
     Ok(())
 }
@@ -168,12 +168,12 @@ fn encoded_b() -> Value {
 
 /// `_load_best_model`: the weights of a checkpoint folder, read back from the file the version
 /// wrote (`None` when it is missing: HF then warns and keeps the current weights).
-pub fn read_weights(dir: &Path, profile: &Profile) -> Result<Option<(f32, f32)>> {
-    let path = dir.join(profile.weights_file);
+pub fn read_weights(dir: &Path, file: &str) -> Result<Option<(f32, f32)>> {
+    let path = dir.join(file);
     if !path.exists() {
         return Ok(None);
     }
-    let tensors: Vec<(String, Tensor)> = if profile.weights_file == "model.safetensors" {
+    let tensors: Vec<(String, Tensor)> = if file == "model.safetensors" {
         safetensors::load(&path).map_err(e)?.1
     } else {
         match torch_format::load(&path).map_err(e)? {

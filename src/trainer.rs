@@ -4,12 +4,12 @@
 //! [`Profile`].
 
 use crate::args::{self, Args, Interval};
-use crate::best::{self, Lookup};
+use crate::best;
 use crate::hf_error::HfError;
 use crate::lr::{Schedule, ScheduleKind};
 use crate::optim::{self, AdamW, AdamWKind, Param};
 use crate::plateau::Plateau;
-use crate::profile::{BestTiming, LoggedLr, Profile};
+use crate::profile::{BestTiming, CallbackRefresh, GaLoss, LoggedLr, Prefetch, Profile, SchedulerCreated};
 use crate::pyjson::{DumpOptions, PyJson};
 use crate::rotation;
 use crate::runner::RunError;
@@ -209,9 +209,9 @@ fn run_inner(
         return Err(HfError::not_modelled(format!("argument {k}={v}")));
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
-    if profile.state_has_stateful_callbacks {
+    if profile.stateful_callbacks != CallbackRefresh::Absent {
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
-        t.refresh_stateful_callbacks();
+        t.refresh_stateful_callbacks(CallbackRefresh::All);
     }
     let res = t.train();
     let res = res.and_then(|()| {
@@ -238,21 +238,23 @@ impl<'a> Trainer<'a> {
         tch::set_num_threads(1);
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
-        if profile.init_checks {
-            if args.eval_strategy != Interval::No && evals.is_empty() {
+        if profile.init_checks_eval_dataset && args.eval_strategy != Interval::No && evals.is_empty() {
                 return Err(HfError::value(format!(
                     "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
                     args.eval_strategy.value().to_uppercase()
                 )));
-            }
-            if (args.save_strategy == Interval::Best || args.load_best_model_at_end) && args.metric_for_best_model.is_none() {
-                return Err(HfError::value(
-                    "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
-                ));
-            }
+        }
+        if profile.init_checks_best_metric
+            && (args.save_strategy == Interval::Best || args.load_best_model_at_end)
+            && args.metric_for_best_model.is_none()
+        {
+            return Err(HfError::value(
+                "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
+            ));
         }
         let seed = args.seed as u64;
-        let rng = TrainRngTracker::new(profile.sampler, seed, args.data_seed.map(|s| s as u64));
+        let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
+        let rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
         let lr = args.learning_rate;
         let decay = optim::hf_decay_mask(&["a", "b"], profile.decay_norm_patterns);
         let opt = if args.optim == "sgd" {
@@ -318,21 +320,25 @@ impl<'a> Trainer<'a> {
         } else {
             (len_dl / ga).max(1)
         };
-        let (max_steps, num_train_epochs, nupe) = if len_dl == 0 && p.empty_dataloader_runs_on_max_steps {
-            // 5.x treats a dataloader of length 0 like one without a length.
+        let (max_steps, num_train_epochs) = if len_dl == 0 && p.empty_dataloader_runs_on_max_steps {
+            // 4.49+ treat a dataloader of length 0 like one without a length.
             if a.max_steps <= 0 {
                 return Err(HfError::value(format!(
                     "args.max_steps must be set to a positive value if dataloader does not have a length, was {}",
                     a.max_steps
                 )));
             }
-            (a.max_steps, i64::MAX, a.max_steps as usize)
+            (a.max_steps, i64::MAX)
         } else if a.max_steps > 0 {
             let ms = a.max_steps;
-            (ms, ms / nupe as i64 + i64::from(ms % nupe as i64 > 0), nupe)
+            (ms, ms / nupe as i64 + i64::from(ms % nupe as i64 > 0))
         } else {
-            ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64, nupe)
+            ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
         };
+        if p.scheduler_created == SchedulerCreated::BeforeState {
+            self.create_scheduler(max_steps)?;
+        }
+        let a = &self.args;
         self.iv = Intervals::resolve(a, max_steps);
         if p.ratio_into_args {
             // 4.31 writes the resolved intervals back into the arguments (and training_args.bin).
@@ -355,15 +361,21 @@ impl<'a> Trainer<'a> {
                 set(&mut a.all, "save_steps", iv.save);
             }
         }
-        self.state.max_steps = max_steps;
-        self.state.num_train_epochs = num_train_epochs;
         self.state.intervals = Some(self.iv);
         self.state.train_batch_size = Some(bs);
-        self.state.epoch = Some(args::Num::Int(0));
-        if p.state_has_stateful_callbacks {
-            self.refresh_stateful_callbacks();
+        if p.stateful_callbacks != CallbackRefresh::Absent {
+            self.refresh_stateful_callbacks(CallbackRefresh::All);
         }
-        self.create_scheduler(max_steps)?;
+        if p.scheduler_created == SchedulerCreated::AfterIntervals {
+            self.create_scheduler(max_steps)?;
+        }
+        self.state.max_steps = max_steps;
+        self.state.num_train_epochs = num_train_epochs;
+        if p.scheduler_created == SchedulerCreated::AfterState {
+            self.create_scheduler(max_steps)?;
+        }
+        // `self.state.epoch = 0` comes after create_optimizer_and_scheduler.
+        self.state.epoch = Some(args::Num::Int(0));
         if let Some(es) = &self.sc.early_stopping {
             self.early_stopping_checks(es.patience)?;
         }
@@ -383,44 +395,59 @@ impl<'a> Trainer<'a> {
                 .map(|c| c.to_vec())
                 .collect();
             let mut step: i64 = -1;
-            if batches.is_empty() && self.profile.empty_dataloader_yields_none {
-                // accelerate 0.21's DataLoaderShard yields one None from an empty dataloader,
-                // and training_step's `len(inputs)` fails on it.
-                return Err(HfError::new("TypeError", "object of type 'NoneType' has no len()"));
+            if let (true, Some(message)) = (batches.is_empty(), self.profile.empty_dataloader_none_error) {
+                // accelerate's DataLoaderShard (before 1.3) yields one None from an empty
+                // dataloader, and the Trainer's first use of the batch fails on it.
+                return Err(HfError::new("TypeError", message));
             }
-            if p.ceil_update_steps {
-                // 5.x: one optimizer step per chunk of `ga` prefetched batches.
-                let remainder = if steps_in_epoch % ga == 0 { ga } else { steps_in_epoch % ga };
-                let mut it = batches.iter();
-                'outer: for update_step in 0..nupe {
-                    let num = if update_step != nupe - 1 { ga } else { remainder };
-                    let chunk: Vec<&Vec<usize>> = it.by_ref().take(num).collect();
-                    for rows in chunk.iter() {
-                        step += 1;
-                        let sync = (step + 1) % ga as i64 == 0 || step + 1 == steps_in_epoch as i64;
-                        // The model accepts **kwargs, so HF passes num_items_in_batch and does
-                        // not divide the loss by the accumulation steps.
-                        self.micro_step(rows, 1.0);
-                        if sync {
-                            (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
-                        }
-                        if self.control.should_epoch_stop || self.control.should_training_stop {
-                            break 'outer;
-                        }
-                    }
+            // The batches of each optimizer update, as the version fetches them.
+            let chunks: Vec<&[Vec<usize>]> = match p.ga_prefetch {
+                Prefetch::None => batches.chunks(1).collect(),
+                Prefetch::ExamplesRemainder | Prefetch::BatchesRemainder => {
+                    // 4.46-4.51 size the last chunk by the examples (`num_examples % GA`), 4.52+
+                    // by the batches; a chunk past the end of the epoch takes what is left.
+                    let basis = if p.ga_prefetch == Prefetch::ExamplesRemainder { n } else { steps_in_epoch };
+                    let remainder = if basis % ga == 0 { ga } else { basis % ga };
+                    let total_updates = if p.ga_prefetch == Prefetch::ExamplesRemainder {
+                        steps_in_epoch / ga + 1
+                    } else {
+                        steps_in_epoch / ga + usize::from(remainder < ga)
+                    };
+                    let mut at = 0;
+                    (0..total_updates)
+                        .map(|u| {
+                            let num = if u != total_updates - 1 { ga } else { remainder };
+                            let end = (at + num).min(batches.len());
+                            let c = &batches[at..end];
+                            at = end;
+                            c
+                        })
+                        .collect()
                 }
-            } else {
-                // 4.31: a global batch counter decides when to step; leftover gradients carry over.
-                for rows in batches.iter() {
+            };
+            // How the loss of a micro-batch is scaled for backward and for the logged loss.
+            let (grad_scale, log_scale) = match p.ga_loss {
+                GaLoss::Divided => (1.0 / ga as f64, 1.0 / ga as f64),
+                GaLoss::Undivided => (1.0, 1.0),
+                GaLoss::GradsDivided => (1.0 / ga as f64, 1.0),
+                GaLoss::LogDivided => (1.0, 1.0 / ga as f64),
+            };
+            'outer: for chunk in chunks {
+                for rows in chunk {
                     step += 1;
                     total_batched += 1;
-                    self.micro_step(rows, 1.0 / ga as f64);
-                    let last_small = steps_in_epoch <= ga && step + 1 == steps_in_epoch as i64;
-                    if total_batched % ga == 0 || last_small {
+                    self.micro_step(rows, grad_scale, log_scale);
+                    let sync = if p.ga_sync_per_epoch {
+                        (step + 1) % ga as i64 == 0 || step + 1 == steps_in_epoch as i64
+                    } else {
+                        // A global batch counter; a partial window carries into the next epoch.
+                        total_batched % ga == 0 || (steps_in_epoch <= ga && step + 1 == steps_in_epoch as i64)
+                    };
+                    if sync {
                         (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
                     }
                     if self.control.should_epoch_stop || self.control.should_training_stop {
-                        break;
+                        break 'outer;
                     }
                 }
             }
@@ -437,14 +464,15 @@ impl<'a> Trainer<'a> {
     }
 
     /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
-    fn micro_step(&mut self, rows: &[usize], scale: f64) {
+    fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) {
         let (x, y) = self.train.batch(rows);
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
         self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
-        let loss = self.model.loss(&x, &y);
-        let loss = if scale != 1.0 { loss / scale.recip() } else { loss };
+        let raw = self.model.loss(&x, &y);
+        let scaled = |s: f64| if s != 1.0 { &raw / s.recip() } else { raw.shallow_clone() };
+        let loss = scaled(grad_scale);
         loss.backward();
-        let l = f32::try_from(&loss.detach()).unwrap();
+        let l = f32::try_from(&scaled(log_scale).detach()).unwrap();
         if !l.is_finite() {
             // logging_nan_inf_filter: add the average of the losses logged so far.
             let denom = (1 + self.state.global_step - self.last_logged) as f32;
@@ -459,7 +487,7 @@ impl<'a> Trainer<'a> {
         let mut ps = self.model.params();
         let norm = if self.args.max_grad_norm > 0.0 {
             Some(optim::clip_grad_norm(&mut ps, self.args.max_grad_norm))
-        } else if self.profile.logs_grad_norm {
+        } else if self.profile.grad_norm_without_clipping {
             // `_get_grad_norm` measures through clip_grad_norm_(max_norm=inf).
             Some(optim::clip_grad_norm(&mut ps, f64::INFINITY))
         } else {
@@ -518,7 +546,7 @@ impl<'a> Trainer<'a> {
     fn maybe_log_save_evaluate(&mut self, grad_norm: Option<f32>, learning_rate: Option<f64>) -> Result<(), HfError> {
         let p = self.profile;
         let should_log = self.control.should_log
-            && (self.profile.round_loss || self.state.global_step > self.last_logged);
+            && (!self.profile.log_requires_new_step || self.state.global_step > self.last_logged);
         if should_log {
             let steps = (self.state.global_step - self.last_logged) as f64;
             let tr = self.tr_loss as f64;
@@ -543,7 +571,7 @@ impl<'a> Trainer<'a> {
         let mut metrics = None;
         if self.control.should_evaluate {
             let m = self.evaluate_round(false)?;
-            if p.best_timing == BestTiming::EveryEvalByStep {
+            if p.best_timing != BestTiming::OnSaveWithMetrics {
                 let is_new = self.determine_best(&m)?;
                 if self.args.save_strategy == Interval::Best {
                     self.control.should_save = is_new;
@@ -559,13 +587,25 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
-    /// 5.x `_determine_best_metric`.
+    /// `_determine_best_metric` (4.47+): after every training evaluation.
     fn determine_best(&mut self, metrics: &[(String, PyJson)]) -> Result<bool, HfError> {
+        let p = self.profile;
         let Some(key) = self.args.metric_to_check() else { return Ok(false) };
-        let v = best::lookup(metrics, &key, self.profile.missing_metric, Lookup::Best)?;
+        let v = best::lookup(metrics, &key, p.missing_metric_best)?;
         let greater = self.args.greater_is_better.unwrap_or(true);
-        let records = matches!(self.args.save_strategy, Interval::Steps | Interval::Epoch | Interval::Best);
-        Ok(self.state.best.after_eval(&v, greater, self.state.global_step, records))
+        let records = p.best_timing == BestTiming::EveryEvalByStep
+            && match self.args.save_strategy {
+                Interval::Steps | Interval::Epoch => true,
+                Interval::Best => p.best_strategy_records_step,
+                Interval::No => false,
+            };
+        let step = self.state.global_step;
+        Ok(if p.best_timing == BestTiming::EveryEvalByPath {
+            let folder = format!("{}/checkpoint-{step}", self.output_rel());
+            self.state.best.after_eval_by_path(&v, greater, &folder)
+        } else {
+            self.state.best.after_eval(&v, greater, step, records)
+        })
     }
 
     /// One evaluation round (every eval set), with the plateau step and early stopping.
@@ -590,7 +630,7 @@ impl<'a> Trainer<'a> {
         if !on_start {
             if matches!(self.sched, Scheduler::Plateau(_) | Scheduler::Greedy(_)) {
                 let key = self.args.metric_to_check().unwrap_or_else(|| "eval_loss".into());
-                let v = best::lookup(&merged, &key, self.profile.missing_metric, Lookup::Plateau)?;
+                let v = best::lookup(&merged, &key, self.profile.missing_metric_plateau)?;
                 let metric = best::as_f64(&v).unwrap_or(f64::NAN);
                 let new_lr = match &mut self.sched {
                     Scheduler::Plateau(pl) => {
@@ -799,7 +839,16 @@ impl<'a> Trainer<'a> {
         self.opt.set_initial_lr(lr);
     }
 
-    fn refresh_stateful_callbacks(&mut self) {
+    /// Refreshes `stateful_callbacks`: every exportable callback, or (`ControlOnly`) only
+    /// TrainerControl, the others keeping the state they had at the last full refresh.
+    fn refresh_stateful_callbacks(&mut self, which: CallbackRefresh) {
+        if which == CallbackRefresh::ControlOnly {
+            let control = state::control_state(&self.control);
+            if let Some(slot) = self.state.stateful_callbacks.iter_mut().find(|(k, _)| k == "TrainerControl") {
+                slot.1 = control;
+            }
+            return;
+        }
         let mut v = vec![];
         if let Some(es) = &self.sc.early_stopping {
             v.push((
@@ -830,7 +879,12 @@ impl<'a> Trainer<'a> {
         self.store_flos();
         let folder = format!("checkpoint-{}", self.state.global_step);
         let rel = format!("{}/{folder}", self.output_rel());
-        let dir = self.output_abs().join(&folder);
+        let final_dir = self.output_abs().join(&folder);
+        // 4.36-4.38 write into tmp-checkpoint-N and rename it at the end, unless checkpoint-N
+        // already exists and is not empty (then they write into it).
+        let nonempty = std::fs::read_dir(&final_dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+        let staged = p.staging_dir && !nonempty;
+        let dir = if staged { self.output_abs().join(format!("tmp-{folder}")) } else { final_dir.clone() };
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         self.write_model(&dir)?;
         if p.best_timing == BestTiming::EveryEvalByStep
@@ -845,25 +899,28 @@ impl<'a> Trainer<'a> {
         }
         if !self.args.save_only_model {
             self.write_optimizer_and_scheduler(&dir)?;
+            if !p.rng_after_state {
+                self.write_rng(&dir)?;
+            }
         }
         if p.best_timing == BestTiming::OnSaveWithMetrics {
             if let (Some(m), Some(key)) = (metrics, self.args.metric_to_check()) {
-                let v = best::lookup(m, &key, p.missing_metric, Lookup::Best)?;
+                let v = best::lookup(m, &key, p.missing_metric_best)?;
                 self.state.best.on_save_with_metrics(&v, self.args.greater_is_better.unwrap_or(true), &rel);
             }
         }
-        if !self.args.save_only_model && !p.rng_after_state {
-            self.write_rng(&dir)?;
-        }
-        if p.state_has_stateful_callbacks {
-            self.refresh_stateful_callbacks();
+        if p.stateful_callbacks != CallbackRefresh::Absent {
+            self.refresh_stateful_callbacks(p.stateful_callbacks);
         }
         let sp = dir.join("trainer_state.json");
         std::fs::write(&sp, self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
         if !self.args.save_only_model && p.rng_after_state {
             self.write_rng(&dir)?;
         }
-        keep_mtime_order(&dir).map_err(|e| io_err(&dir, e))?;
+        if staged {
+            std::fs::rename(&dir, &final_dir).map_err(|e| io_err(&dir, e))?;
+        }
+        keep_mtime_order(&final_dir).map_err(|e| io_err(&final_dir, e))?;
         self.events.push(DiskEvent::Saved { step: self.state.global_step, folder: folder.clone(), best: self.state.best.clone() });
         self.rotate()?;
         Ok(())
@@ -904,12 +961,10 @@ impl<'a> Trainer<'a> {
         let tr = self.tr_loss as f64;
         self.total_loss_scalar += tr;
         let steps = self.state.global_step as f64;
-        let train_loss = if self.profile.train_summary_per_call {
-            self.total_loss_scalar / steps.max(0.001)
-        } else if steps == 0.0 {
+        let train_loss = if self.profile.train_loss_zero_division && steps == 0.0 {
             return Err(HfError::new("ZeroDivisionError", "float division by zero"));
         } else {
-            self.total_loss_scalar / steps
+            self.total_loss_scalar / steps.max(0.001)
         };
         self.store_flos();
         let rt = start.elapsed().as_secs_f64();
@@ -925,7 +980,7 @@ impl<'a> Trainer<'a> {
         if self.args.load_best_model_at_end {
             if let Some(best) = self.state.best.best_model_checkpoint.clone() {
                 let dir = self.run_dir.join(&best);
-                if let Some((a, b)) = store::read_weights(&dir, self.profile).map_err(|e| io_err(&dir, e))? {
+                if let Some((a, b)) = store::read_weights(&dir, self.args.weights_file(self.profile)).map_err(|e| io_err(&dir, e))? {
                     self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
                 }
             }
@@ -961,7 +1016,7 @@ impl<'a> Trainer<'a> {
 
     fn write_model(&self, dir: &Path) -> Result<(), HfError> {
         let (a, b) = self.model.values();
-        store::write_weights(dir, self.profile, a, b).map_err(|e| io_err(dir, e))?;
+        store::write_weights(dir, self.profile, self.args.weights_file(self.profile), a, b).map_err(|e| io_err(dir, e))?;
         store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b).map_err(|e| io_err(dir, e))?;
         store::write_training_args(dir, self.profile, &self.args).map_err(|e| io_err(dir, e))
     }

@@ -2,7 +2,7 @@
 //! directory (conformance/README.md). A scenario the trainer does not implement fails here too:
 //! nothing is skipped.
 use ckptspec::conformance::{judge, Cell};
-use ckptspec::profile::{Profile, SUPPORTED};
+use ckptspec::profile::{self, Profile};
 use ckptspec::scenario::Scenario;
 use std::path::Path;
 
@@ -14,7 +14,7 @@ fn every_golden_scenario_matches_for_every_profile() {
     let work = tempfile::tempdir().unwrap();
     let mut failures = vec![];
     let mut passed = 0;
-    for v in SUPPORTED {
+    for v in profile::supported() {
         let profile = Profile::get(v).unwrap();
         for (_, sc) in &scenarios {
             match judge(sc, &profile, &root.join("golden"), work.path()) {

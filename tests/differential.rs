@@ -1,14 +1,16 @@
 //! Differential test against the real HF Trainer (opt-in): random scenarios drawn from the
 //! argument vocabulary of the catalogue (conformance/scenarios), valid and invalid mixes alike,
-//! run through the generator with real HF 5.24.0 (one python process for all of them) and
+//! run through the generator with the real HF of a profile (one python process for all of them) and
 //! through the Rust trainer, each pair diffed with `diff::compare_run_dirs`.
 //!
 //! ```sh
 //! CKPTSPEC_DIFFERENTIAL=1 cargo test --release --test differential -- --nocapture
 //! CKPTSPEC_DIFFERENTIAL=1 CKPTSPEC_DIFFERENTIAL_N=300 CKPTSPEC_DIFFERENTIAL_SEED=7 cargo test --release --test differential -- --nocapture
 //! ```
-//! `CKPTSPEC_PYTHON` names the python with transformers 5.24.0 (default `.venv/bin/python`).
-//! Each disagreeing scenario is written to `target/differential-failures/<name>.json` (a format
+//! `CKPTSPEC_DIFFERENTIAL_HF=<version>` picks the profile (default the newest; another patch of a
+//! profiled minor runs that minor's profile) and its venv's python (`./dev venvs` makes them all);
+//! `CKPTSPEC_PYTHON` overrides the python.
+//! Each disagreeing scenario is written to `target/differential-failures/<version>/<name>.json` (a format
 //! v1 scenario file, ready for conformance/scenarios/) with the diff report next to it
 //! (`<name>.diff.txt`). Without `CKPTSPEC_DIFFERENTIAL` the test says it was skipped and passes.
 use ckptspec::diff::{compare_run_dirs, Stage};
@@ -21,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const HF: &str = "5.24.0";
 
 /// SplitMix64: small, deterministic, good enough to draw scenarios.
 struct Rng(u64);
@@ -129,7 +130,7 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
     }
     let mut sc = json!({
         "name": name,
-        "summary": format!("random argument mix of the differential test (seed {seed}): does the Rust trainer match HF {HF}?"),
+        "summary": format!("random argument mix of the differential test (seed {seed}): does the Rust trainer match HF {}?", profile.version),
         "args": Value::Object(args.clone()),
     });
     if rng.chance(0.15) {
@@ -205,11 +206,18 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let n: usize = env_or("CKPTSPEC_DIFFERENTIAL_N", 100);
     let seed: u64 = env_or("CKPTSPEC_DIFFERENTIAL_SEED", 1);
-    let python = std::env::var("CKPTSPEC_PYTHON").map(PathBuf::from).unwrap_or_else(|_| root.join(".venv/bin/python"));
-    assert!(python.exists(), "{}: no python with transformers {HF} (set CKPTSPEC_PYTHON)", python.display());
+    let asked = std::env::var("CKPTSPEC_DIFFERENTIAL_HF").unwrap_or_else(|_| ckptspec::profile::newest().to_string());
+    let resolved = ckptspec::profile::resolve(&asked).unwrap();
+    if let Some(note) = resolved.note() {
+        println!("{note}");
+    }
+    let hf = resolved.profile();
+    let venv = if hf == ckptspec::profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{hf}")) };
+    let python = std::env::var("CKPTSPEC_PYTHON").map(PathBuf::from).unwrap_or_else(|_| venv.join("bin/python"));
+    assert!(python.exists(), "{}: no python with transformers {hf} (`./dev venvs`, or set CKPTSPEC_PYTHON)", python.display());
 
     let voc = vocabulary(&root);
-    let profile = Profile::get(HF).unwrap();
+    let profile = Profile::get(hf).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (sc_dir, hf_dir, rust_dir) = (tmp.path().join("scenarios"), tmp.path().join("hf"), tmp.path().join("rust"));
     std::fs::create_dir_all(&sc_dir).unwrap();
@@ -226,7 +234,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let log = std::fs::File::create(tmp.path().join("generate.log")).unwrap();
     let mut child = Command::new(&python)
         .arg(root.join("conformance/generate.py"))
-        .args(["--hf", HF, "--scenarios"])
+        .args(["--hf", hf, "--scenarios"])
         .arg(&sc_dir)
         .arg("--out")
         .arg(&hf_dir)
@@ -252,7 +260,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let hf_log = std::fs::read_to_string(tmp.path().join("generate.log")).unwrap_or_default();
     assert!(status.success(), "the generator failed ({status}):\n{hf_log}");
 
-    let failures = root.join("target/differential-failures");
+    let failures = root.join("target/differential-failures").join(hf);
     let _ = std::fs::remove_dir_all(&failures);
     std::fs::create_dir_all(&failures).unwrap();
     let mut t = Tally::default();
@@ -303,7 +311,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
         }
     }
     let compared = t.total - t.not_implemented.len() - t.tool_errors.len();
-    println!("\ndifferential test: {n} random scenarios (seed {seed}) through HF {HF} and the Rust trainer");
+    println!("\ndifferential test: {n} random scenarios (seed {seed}) through HF {hf} and the Rust trainer");
     println!("  HF raised an error in {} of them: {:?}", t.hf_errors, t.outcomes);
     let mut msgs: Vec<(&String, &usize)> = t.messages.iter().collect();
     msgs.sort_by(|a, b| b.1.cmp(a.1));
@@ -328,5 +336,5 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     if bad > 0 {
         println!("\nscenario files and diff reports: {}", failures.display());
     }
-    assert_eq!(bad, 0, "{bad} of {n} random scenarios disagree with HF {HF}; see {}", failures.display());
+    assert_eq!(bad, 0, "{bad} of {n} random scenarios disagree with HF {hf}; see {}", failures.display());
 }

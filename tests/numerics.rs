@@ -44,8 +44,8 @@ impl Venv {
 
     fn layout(self) -> TorchLayout {
         match self {
-            Venv::Hf5 => TorchLayout::V2_13,
-            Venv::Hf4 => TorchLayout::V2_1,
+            Venv::Hf5 => TorchLayout::v2_13(),
+            Venv::Hf4 => TorchLayout::v2_1(),
         }
     }
 }
@@ -397,8 +397,8 @@ fn check_trainer(venv: Venv) {
     ]);
     let Some(out) = run_py(venv, TRAINER_SCRIPT, &json!({ "configs": configs })) else { return };
     let (kind, layout) = match venv {
-        Venv::Hf5 => (SamplerKind::SeedableEpochSeed, TorchLayout::V2_13),
-        Venv::Hf4 => (SamplerKind::GlobalDrawnSeed, TorchLayout::V2_1),
+        Venv::Hf5 => (SamplerKind::SeedableEpochSeed, TorchLayout::v2_13()),
+        Venv::Hf4 => (SamplerKind::GlobalDrawnSeed, TorchLayout::v2_1()),
     };
     for (ci, cfg) in configs.as_array().unwrap().iter().enumerate() {
         let res = &out[ci];
@@ -530,12 +530,12 @@ fn check_golden() {
         }
         assert_eq!(hex(&t.torch_state()), out[name]["cpu"].as_str().unwrap(), "{name}");
         let sched = Schedule { kind: ScheduleKind::Linear, warmup: 0.0, num_training_steps: 10 };
-        let mut opt = AdamW::hf(AdamWKind::TorchFused, TorchLayout::V2_13, sched.lr_after_steps(5e-5, step), (0.9, 0.999), 1e-8, 0.0, &[true, true]);
+        let mut opt = AdamW::hf(AdamWKind::TorchFused, TorchLayout::v2_13(), sched.lr_after_steps(5e-5, step), (0.9, 0.999), 1e-8, 0.0, &[true, true]);
         for g in opt.groups.iter_mut() {
             g.initial_lr = Some(5e-5);
         }
         assert_eq!(enc(opt.state_dict().get("param_groups").unwrap()), out[name]["param_groups"], "{name}");
-        assert_eq!(enc(&LambdaLrState::new(&sched, 5e-5, 2, step).to_py(TorchLayout::V2_13)), out[name]["scheduler"], "{name}");
+        assert_eq!(enc(&LambdaLrState::new(&sched, 5e-5, 2, step).to_py(TorchLayout::v2_13())), out[name]["scheduler"], "{name}");
     }
 }
 
@@ -644,7 +644,7 @@ fn adamw_on_tch_tensors() {
     loss.backward();
     let ga = a.grad().double_value(&[]) as f32;
     let gb = b.grad().double_value(&[]) as f32;
-    let mut o1 = AdamW::hf(AdamWKind::TorchFused, TorchLayout::V2_13, 1e-2, (0.9, 0.999), 1e-8, 0.0, &[true, true]);
+    let mut o1 = AdamW::hf(AdamWKind::TorchFused, TorchLayout::v2_13(), 1e-2, (0.9, 0.999), 1e-8, 0.0, &[true, true]);
     let mut o2 = o1.clone();
     let mut ts = vec![a.shallow_clone(), b.shallow_clone()];
     o1.step_tensors(&mut ts);
@@ -979,14 +979,14 @@ fn plateau_matches_torch_hf4() {
 /// torch 2.1.2's state dict before the first step has no `_last_lr`; 2.13's has it.
 #[test]
 fn plateau_initial_state_dict_keys() {
-    let p = Plateau::from_kwargs(&json!({}), &[5e-5, 5e-5], TorchLayout::V2_1).unwrap();
+    let p = Plateau::from_kwargs(&json!({}), &[5e-5, 5e-5], TorchLayout::v2_1()).unwrap();
     assert_eq!(
-        p.state_dict(TorchLayout::V2_1).str_keys(),
+        p.state_dict(TorchLayout::v2_1()).str_keys(),
         ["factor", "min_lrs", "patience", "verbose", "cooldown", "cooldown_counter", "mode", "threshold", "threshold_mode", "best", "num_bad_epochs", "mode_worse", "eps", "last_epoch"]
     );
-    let p = Plateau::from_kwargs(&json!({}), &[5e-5, 5e-5], TorchLayout::V2_13).unwrap();
+    let p = Plateau::from_kwargs(&json!({}), &[5e-5, 5e-5], TorchLayout::v2_13()).unwrap();
     assert_eq!(
-        p.state_dict(TorchLayout::V2_13).str_keys(),
+        p.state_dict(TorchLayout::v2_13()).str_keys(),
         ["factor", "default_min_lr", "min_lrs", "patience", "cooldown", "eps", "last_epoch", "_last_lr", "mode_worse", "mode", "threshold", "threshold_mode", "best", "cooldown_counter", "num_bad_epochs"]
     );
 }

@@ -6,12 +6,12 @@
 //!
 //! Failing seeds are persisted in proptest-regressions/properties.txt (committed; proptest
 //! replays them first).
-use ckptspec::args::{self, Num};
+use ckptspec::args::{self, Interval, Num};
 use ckptspec::best::{self, Best};
 use ckptspec::hf_error::HfError;
 use ckptspec::optim::TorchLayout;
 use ckptspec::plateau::Plateau;
-use ckptspec::profile::{BestTiming, Profile, RotationOrder, SUPPORTED};
+use ckptspec::profile::{self as profile_table, BestTiming, FinalSave, Profile, RotationOrder};
 use ckptspec::pyjson::PyJson;
 use ckptspec::rotation::{self, Folder, Protection};
 use ckptspec::schedule::{self, Control, Intervals};
@@ -29,7 +29,7 @@ fn config() -> Config {
 }
 
 fn profiles() -> Vec<Profile> {
-    SUPPORTED.iter().map(|v| Profile::get(v).unwrap()).collect()
+    profile_table::supported().iter().map(|v| Profile::get(v).unwrap()).collect()
 }
 
 /// A scenario file (format v1) for a failing input, to paste into conformance/scenarios/.
@@ -203,8 +203,8 @@ proptest! {
         }
     }
 
-    /// 4. A best folder missing from the list: the unguarded bubble (4.31) raises HF's
-    /// ValueError, the protected set (5.x) never raises.
+    /// 4. A best folder missing from the list: the unguarded bubble (4.31-4.34) raises HF's
+    /// ValueError, the guarded one never raises.
     #[test]
     fn rotation_best_missing_from_the_list((folders, limit, _best) in rotation_case()) {
         for p in profiles() {
@@ -215,7 +215,7 @@ proptest! {
                     prop_assert_eq!(e, HfError::value("'output/checkpoint-999' is not in list"))
                 }
                 (Protection::Bubble { guarded: false }, Ok(_)) if sorted.len() <= limit as usize => {}
-                (Protection::ProtectedSet, Ok(_)) | (Protection::Bubble { guarded: true }, Ok(_)) => {}
+                (Protection::Bubble { guarded: true }, Ok(_)) => {}
                 (prot, r) => prop_assert!(false, "{}: {prot:?} gave {r:?}", p.version),
             }
         }
@@ -231,7 +231,13 @@ proptest! {
             for step in 1..=a.max_steps {
                 let mut c = Control::default();
                 schedule::on_step_end(&a, &iv, &p, step as u64, a.max_steps, &mut c);
-                let want = divides(step, iv.save) || (step == a.max_steps && p.final_step_save);
+                let forced = match p.final_step_save {
+                    FinalSave::Never => false,
+                    FinalSave::AnyStrategy => a.save_strategy != Interval::No,
+                    FinalSave::NotBest => !matches!(a.save_strategy, Interval::No | Interval::Best),
+                    FinalSave::StepsOnly => a.save_strategy == Interval::Steps,
+                };
+                let want = (a.save_strategy == Interval::Steps && divides(step, iv.save)) || (step == a.max_steps && forced);
                 prop_assert_eq!(c.should_save, want, "{} at step {} of {} (save interval {:?}){}", p.version, step, a.max_steps, iv.save,
                     scenario("prop-save-steps", "which steps save a checkpoint?", given.clone(), None));
                 prop_assert_eq!(c.should_training_stop, step == a.max_steps);
@@ -322,6 +328,10 @@ proptest! {
                         b.after_eval(&PyJson::Float(*v), greater, step, true);
                         considered.push((*v, step));
                     }
+                    BestTiming::EveryEvalByPath => {
+                        b.after_eval_by_path(&PyJson::Float(*v), greater, &format!("output/checkpoint-{step}"));
+                        considered.push((*v, step));
+                    }
                     BestTiming::OnSaveWithMetrics => {
                         if saved {
                             b.on_save_with_metrics(&PyJson::Float(*v), greater, &format!("output/checkpoint-{step}"));
@@ -355,7 +365,7 @@ proptest! {
             prop_assert_eq!(bs, first_at);
             match p.best_timing {
                 BestTiming::EveryEvalByStep => prop_assert_eq!(b.best_global_step, Some(bs), "{}{}", p.version, sc()),
-                BestTiming::OnSaveWithMetrics => prop_assert_eq!(
+                BestTiming::OnSaveWithMetrics | BestTiming::EveryEvalByPath => prop_assert_eq!(
                     b.best_model_checkpoint.clone(), Some(format!("output/checkpoint-{bs}")), "{}{}", p.version, sc()),
             }
         }

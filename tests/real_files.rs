@@ -2,14 +2,17 @@
 //! torch / safetensors of that profile's venv, the way HF itself loads it (weights_only=True
 //! with HF's safe globals in 5.x; torch 2.1.2's torch.load for 4.31.0), and equals the golden
 //! file loaded the same way (conformance/load_check.py).
-use ckptspec::profile::{Profile, SUPPORTED};
+//!
+//! Which profiles: `CKPTSPEC_REAL_PROFILES` (comma-separated versions, or `all`); by default the
+//! oldest and the newest, whose venvs `./dev test` creates (`./dev test-full` runs all).
+use ckptspec::profile::{self, Profile};
 use ckptspec::scenario::Scenario;
 use std::path::Path;
 use std::process::Command;
 
 fn venv_python(root: &Path, version: &str) -> std::path::PathBuf {
     // ./dev's layout: the newest profile's venv is the test venv .venv.
-    let dir = if version == SUPPORTED[0] { root.join(".venv") } else { root.join(format!(".venv-hf-{version}")) };
+    let dir = if version == profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{version}")) };
     dir.join("bin/python")
 }
 
@@ -18,7 +21,13 @@ fn rust_written_files_load_in_real_torch_and_equal_the_golden_ones() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    for v in SUPPORTED {
+    let chosen = std::env::var("CKPTSPEC_REAL_PROFILES").unwrap_or_default();
+    let versions: Vec<&str> = match chosen.as_str() {
+        "" => vec![profile::oldest(), profile::newest()],
+        "all" => profile::supported(),
+        list => list.split(',').map(|v| profile::resolve(v.trim()).unwrap().profile()).collect(),
+    };
+    for v in versions {
         let py = venv_python(root, v);
         assert!(py.exists(), "{} is missing: `./dev test` creates every profile's venv", py.display());
         let profile = Profile::get(v).unwrap();

@@ -1,37 +1,62 @@
-//! One insta snapshot per golden scenario and HF version: the spec-like view of
-//! `ckptspec::snapshot` (timeline, checkpoints left, best checkpoint or error) of the golden run
+//! One insta snapshot per golden scenario and run of releases with one view: the spec-like view
+//! of `ckptspec::snapshot` (timeline, checkpoints left, best checkpoint or error) of the golden run
 //! directory, with the saves and deletions the Rust reference trainer's executor recorded for the
-//! same scenario (its run directory equals the golden one: tests/conformance.rs). A changed
-//! golden folder or a changed rule shows up as a changed snapshot.
+//! same scenario (its run directory equals the golden one: tests/conformance.rs). Consecutive
+//! releases whose views are equal share one snapshot, named by the range
+//! (`golden@hf-4.31.0..4.41.2__<scenario>.snap`), so a snapshot shows what one era does, and a
+//! changed golden folder or rule shows up as a changed (or newly split) snapshot.
 //!
 //! Review: `cargo insta review` (cargo-insta), or `INSTA_UPDATE=always cargo test --release
 //! --test snapshots` and `git diff tests/snapshots/`. Without INSTA_UPDATE a changed snapshot
-//! fails the test (with CI=true nothing is written).
+//! fails the test (with CI=true nothing is written); a snapshot no range names any more fails
+//! the test too (`stale snapshot`), so the folder holds exactly the current eras.
+use ckptspec::profile::{self, Profile};
+use ckptspec::scenario::Scenario;
+use std::collections::BTreeSet;
+use std::path::Path;
+
 #[test]
 fn golden() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).unwrap();
+    let versions: Vec<&str> =
+        profile::supported().into_iter().filter(|v| root.join("golden").join(format!("hf-{v}")).is_dir()).collect();
+    let profiles: Vec<Profile> = versions.iter().map(|v| Profile::get(v).unwrap()).collect();
     let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(false);
     settings.set_snapshot_path("snapshots");
+    let mut names = BTreeSet::new();
     settings.bind(|| {
-        insta::glob!("../golden", "hf-*/*/result.json", |path| {
-            let run_dir = path.parent().unwrap();
-            let name = run_dir.file_name().unwrap().to_string_lossy();
-            let version = run_dir.parent().unwrap().file_name().unwrap().to_string_lossy();
-            let version = version.trim_start_matches("hf-");
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            let sc = ckptspec::scenario::Scenario::load_dir(&root.join("conformance/scenarios"))
-                .unwrap()
-                .into_iter()
-                .find(|(_, s)| s.name == name)
-                .map(|(_, s)| s)
-                .expect("every golden folder has its scenario");
-            let profile = ckptspec::profile::Profile::get(version).unwrap();
-            let tmp = tempfile::tempdir().unwrap();
-            let rust_run = tmp.path().join("run");
-            std::fs::create_dir_all(&rust_run).unwrap();
-            let events = ckptspec::trainer::run_traced(&sc, &profile, &rust_run).unwrap();
-            let view = ckptspec::snapshot::run_dir_view_traced(run_dir, &format!("{name} @ HF {version}"), &events).unwrap();
-            insta::assert_snapshot!(view);
-        });
+        for (_, sc) in &scenarios {
+            // (first, last, view) runs of releases with one view.
+            let mut runs: Vec<(&str, &str, String)> = vec![];
+            for (v, p) in versions.iter().zip(&profiles) {
+                let run_dir = root.join("golden").join(format!("hf-{v}")).join(&sc.name);
+                if !run_dir.is_dir() {
+                    continue;
+                }
+                let tmp = tempfile::tempdir().unwrap();
+                let events = ckptspec::trainer::run_traced(sc, p, tmp.path()).unwrap();
+                let view = ckptspec::snapshot::run_dir_view_traced(&run_dir, &sc.name, &events).unwrap();
+                match runs.last_mut() {
+                    Some((_, last, prev)) if *prev == view => *last = v,
+                    _ => runs.push((v, v, view)),
+                }
+            }
+            for (first, last, view) in runs {
+                let range = if first == last { first.to_string() } else { format!("{first}..{last}") };
+                let name = format!("golden@hf-{range}__{}", sc.name);
+                let titled = view.replacen(&sc.name, &format!("{} @ HF {range}", sc.name), 1);
+                insta::assert_snapshot!(name.clone(), titled);
+                names.insert(format!("{name}.snap"));
+            }
+        }
     });
+    let stale: Vec<String> = std::fs::read_dir(root.join("tests/snapshots"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("golden@") && n.ends_with(".snap") && !names.contains(n))
+        .collect();
+    assert!(stale.is_empty(), "stale snapshot(s), named by no current range (delete them): {stale:?}");
 }

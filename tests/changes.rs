@@ -1,0 +1,45 @@
+//! conformance/CHANGES.md is generated from the golden folders and current, and every behavior
+//! change the profile table declares is visible in the real HF's goldens: at each boundary
+//! between two adjacent profiles where a behavior changes value, at least one scenario's golden
+//! outcome differs (so the catalogue reaches every change point, and the table claims no change
+//! the real HF does not show).
+use ckptspec::changes;
+use ckptspec::profile::{self, Behaviors, Version};
+use std::path::Path;
+
+#[test]
+fn changes_page_is_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = changes::render(&root.join("golden"), &root.join("conformance/scenarios")).unwrap();
+    let committed = std::fs::read_to_string(root.join("conformance/CHANGES.md")).unwrap_or_default();
+    assert!(
+        committed == page,
+        "conformance/CHANGES.md is stale: run `cargo run --release -- changes` (or `./dev golden all`) and commit it"
+    );
+}
+
+#[test]
+fn every_declared_change_shows_in_the_goldens() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hs = changes::histories(&root.join("golden"), &root.join("conformance/scenarios")).unwrap();
+    let versions = profile::supported();
+    let rows = Behaviors::table();
+    let mut unseen = vec![];
+    for w in versions.windows(2) {
+        let (a, b) = (Version::parse(w[0]).unwrap(), Version::parse(w[1]).unwrap());
+        let changed: Vec<&str> =
+            rows.iter().filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b)).map(|r| r.name).collect();
+        if changed.is_empty() {
+            continue;
+        }
+        let shown = hs.iter().any(|h| h.runs.iter().skip(1).any(|(start, _)| start == w[1]));
+        if !shown {
+            unseen.push(format!("{} -> {}: {}", w[0], w[1], changed.join(", ")));
+        }
+    }
+    assert!(
+        unseen.is_empty(),
+        "behavior changes no scenario's golden outcome shows (add a scenario that reaches them):\n  {}",
+        unseen.join("\n  ")
+    );
+}
