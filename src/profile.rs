@@ -612,6 +612,9 @@ impl Profile {
     /// The enum class (module, name) HF converts a string argument into, if any.
     pub fn enum_class_of(&self, name: &str) -> Option<(&'static str, &'static str)> {
         match name {
+            // Where both spellings exist (4.41-4.50), `evaluation_strategy` is only copied into
+            // `eval_strategy` and keeps the string it was given.
+            "evaluation_strategy" if self.has_field("eval_strategy") => None,
             "eval_strategy" | "evaluation_strategy" | "logging_strategy" => Some(("transformers.trainer_utils", "IntervalStrategy")),
             "save_strategy" => Some(("transformers.trainer_utils", self.save_strategy_enum)),
             "hub_strategy" => Some(("transformers.trainer_utils", "HubStrategy")),

@@ -239,10 +239,10 @@ impl<'a> Trainer<'a> {
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
         if profile.init_checks_eval_dataset && args.eval_strategy != Interval::No && evals.is_empty() {
-                return Err(HfError::value(format!(
-                    "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
-                    args.eval_strategy.value().to_uppercase()
-                )));
+            return Err(HfError::value(format!(
+                "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
+                args.eval_strategy.value().to_uppercase()
+            )));
         }
         if profile.init_checks_best_metric
             && (args.save_strategy == Interval::Best || args.load_best_model_at_end)
