@@ -1,7 +1,7 @@
 //! Every golden scenario of every profile through the Rust trainer, diffed with the golden run
 //! directory (conformance/README.md). A scenario the trainer does not implement fails here too:
 //! nothing is skipped.
-use ckptspec::conformance::{judge, Cell};
+use ckptspec::conformance::{judge_all, Cell};
 use ckptspec::profile::{self, Profile};
 use ckptspec::scenario::Scenario;
 use std::path::Path;
@@ -12,15 +12,17 @@ fn every_golden_scenario_matches_for_every_profile() {
     let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).expect("scenario files parse");
     assert!(scenarios.len() >= 60, "the catalogue has {} scenarios", scenarios.len());
     let work = tempfile::tempdir().unwrap();
+    let profiles: Vec<Profile> = profile::supported().iter().map(|v| Profile::get(v).unwrap()).collect();
+    let scs: Vec<&Scenario> = scenarios.iter().map(|(_, s)| s).collect();
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cells = judge_all(&scs, &profiles, &root.join("golden"), work.path(), jobs);
     let mut failures = vec![];
     let mut passed = 0;
-    for v in profile::supported() {
-        let profile = Profile::get(v).unwrap();
-        for (_, sc) in &scenarios {
-            match judge(sc, &profile, &root.join("golden"), work.path()) {
-                Cell::Pass => passed += 1,
-                other => failures.push(format!("{} @ {v}: {other:?}", sc.name)),
-            }
+    for (k, cell) in cells.into_iter().enumerate() {
+        let (sc, p) = (scs[k / profiles.len()], &profiles[k % profiles.len()]);
+        match cell {
+            Cell::Pass => passed += 1,
+            other => failures.push(format!("{} @ {}: {other:?}", sc.name, p.version)),
         }
     }
     println!("conformance: {passed} passed, {} failed", failures.len());
