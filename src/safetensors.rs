@@ -524,11 +524,12 @@ fn entries_of(text: &str) -> Result<Vec<(String, Json)>> {
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let entries = de.deserialize_map(Entries).map_err(|e| {
-        FormatError::safetensors(if e.is_data() {
-            "header is not a JSON object".to_string()
-        } else {
-            format!("header is not JSON: {e}")
+    // On failure, the same messages as a plain parse: "not JSON" (with serde's reason) unless
+    // the text is JSON of another kind.
+    let entries = de.deserialize_map(Entries).map_err(|_| {
+        FormatError::safetensors(match serde_json::from_str::<Json>(text) {
+            Err(e) => format!("header is not JSON: {e}"),
+            Ok(_) => "header is not a JSON object".to_string(),
         })
     })?;
     de.end()
