@@ -417,11 +417,7 @@ pub fn parse_header(
     }
     let text = std::str::from_utf8(&bytes[8..8 + n as usize])
         .map_err(|_| st("header is not UTF-8".into()))?;
-    let json: Json =
-        serde_json::from_str(text).map_err(|e| st(format!("header is not JSON: {e}")))?;
-    let Json::Object(map) = json else {
-        return Err(st("header is not a JSON object".into()));
-    };
+    let map = entries_of(text)?;
     let mut metadata = None;
     let mut tensors = Vec::new();
     for (k, v) in map {
@@ -451,8 +447,11 @@ pub fn parse_header(
             .ok_or_else(|| bad("no shape"))?
             .iter()
             .map(|x| {
+                // Bounded by i64::MAX: shapes become torch (i64) shapes, and with a 0 elsewhere
+                // in the shape a huge dimension would still need 0 bytes.
                 x.as_u64()
-                    .ok_or_else(|| bad("shape is not a list of non-negative ints"))
+                    .filter(|&d| d <= i64::MAX as u64)
+                    .ok_or_else(|| bad("shape is not a list of non-negative 64-bit ints"))
             })
             .collect::<Result<_>>()?;
         let offs = v
@@ -503,6 +502,47 @@ pub fn parse_header(
         }));
     }
     Ok((n, metadata, tensors))
+}
+
+/// The header's top-level entries in file order, duplicates kept: a JSON object read into a map
+/// keeps only the last of two equal keys, so a file naming a tensor twice would load as one
+/// tensor; it is refused instead.
+fn entries_of(text: &str) -> Result<Vec<(String, Json)>> {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    struct Entries;
+    impl<'de> Visitor<'de> for Entries {
+        type Value = Vec<(String, Json)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = m.next_entry::<String, Json>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    // On failure, the same messages as a plain parse: "not JSON" (with serde's reason) unless
+    // the text is JSON of another kind.
+    let entries = de.deserialize_map(Entries).map_err(|_| {
+        FormatError::safetensors(match serde_json::from_str::<Json>(text) {
+            Err(e) => format!("header is not JSON: {e}"),
+            Ok(_) => "header is not a JSON object".to_string(),
+        })
+    })?;
+    de.end()
+        .map_err(|e| FormatError::safetensors(format!("header is not JSON: {e}")))?;
+    let mut seen = std::collections::HashSet::new();
+    for (k, _) in &entries {
+        if !seen.insert(k.as_str()) {
+            return Err(FormatError::safetensors(format!(
+                "tensor {k}: named twice in the header"
+            )));
+        }
+    }
+    Ok(entries)
 }
 
 fn read_header_inner(path: &Path) -> Result<SafeTensors> {

@@ -199,6 +199,18 @@ fn st_tensor<'a>(ts: &'a mut [(String, Tensor)], name: &str) -> &'a mut Tensor {
     &mut ts.iter_mut().find(|(n, _)| n == name).unwrap().1
 }
 
+fn flip_storage_bit(path: &Path) {
+    let mut f = std::fs::File::open(path).unwrap();
+    let e = ckptspec::torch_format::zip::read_directory(&mut f)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name.ends_with("/data/1") && e.size >= 4)
+        .unwrap();
+    let mut b = std::fs::read(path).unwrap();
+    b[e.data_offset as usize] ^= 1;
+    std::fs::write(path, b).unwrap();
+}
+
 fn truncate(path: &Path) {
     let b = std::fs::read(path).unwrap();
     std::fs::write(path, &b[..b.len() / 2]).unwrap();
@@ -359,6 +371,9 @@ fn mutations() -> Vec<(&'static str, &'static str, Apply)> {
         edit_torch(&d.join("output/checkpoint-4/optimizer.pt"), |v| *vat(v, "param_groups.0.fused") = Value::Bool(false))
     });
     add!("truncate optimizer.pt", PLATEAU, |d: &Path| truncate(&d.join("output/checkpoint-4/optimizer.pt")));
+    // The lowest mantissa bit of one exp_avg value: within the float class, so only the CRC32
+    // check (the file becomes unreadable) reports it.
+    add!("flip a bit in an optimizer.pt storage", PLATEAU, |d: &Path| flip_storage_bit(&d.join("output/checkpoint-4/optimizer.pt")));
     add!("change scheduler state (num_bad_epochs)", PLATEAU, |d: &Path| {
         edit_torch(&d.join("output/checkpoint-8/scheduler.pt"), |v| *vat(v, "num_bad_epochs") = Value::Int(1))
     });

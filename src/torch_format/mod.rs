@@ -19,7 +19,7 @@ pub mod value;
 pub mod zip;
 
 pub use error::{FormatError, Result};
-pub use pickle_read::{default_allow_list, AllowList, StorageRequest};
+pub use pickle_read::{default_allow_list, AllowList, StorageRequest, MAX_DEPTH};
 pub use value::{
     contiguous_strides, pod_bytes, with_borrowed, ByteSource, Construct, DType, FileRange,
     FnSource, Global, Object, Pod, Storage, TchBytes, Tensor, Value,
@@ -130,7 +130,9 @@ impl ArchiveInfo {
 pub struct LoadOptions {
     /// Leave tensor bytes in the file ([`FileRange`] sources) instead of reading them.
     pub lazy: bool,
-    /// Check each record's CRC32 when reading it eagerly.
+    /// Check each storage record's CRC32 when reading it eagerly (a stored CRC of 0 means "none
+    /// computed", see [`zip::read_entry`]). The small records (`data.pkl`, `byteorder`, ...) are
+    /// always checked; with `lazy`, storages are not read here, so their CRCs are not checked.
     pub verify_crc: bool,
     pub allow: AllowList,
 }
@@ -315,9 +317,14 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         by_name.insert(rel, e);
         records.push(rel.to_string());
     }
+    // Records read (and CRC-checked) so far; the rest are checked at the end.
+    let read = std::cell::RefCell::new(std::collections::HashSet::<String>::new());
     let read_small = |f: &mut File, name: &str| -> Result<Option<Vec<u8>>> {
         match by_name.get(name) {
-            Some(e) => Ok(Some(zip::read_entry(f, e, true)?)),
+            Some(e) => {
+                read.borrow_mut().insert(e.name.clone());
+                Ok(Some(zip::read_entry(f, e, true)?))
+            }
             None => Ok(None),
         }
     };
@@ -381,6 +388,7 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                 len: e.size,
             })
         } else {
+            read.borrow_mut().insert(e.name.clone());
             Arc::new(zip::read_entry(&mut f, e, verify)?)
         };
         let s = Arc::new(Storage {
@@ -392,6 +400,18 @@ fn load_inner(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         Ok(s)
     };
     let value = pickle_read::unpickle_with(&pkl, "data.pkl", &opts.allow, &mut resolve)?;
+    // Every other record is CRC-checked too (`version`, `.format_version`, storages data.pkl
+    // does not use): a flipped bit anywhere in the file's records is an error, not a file that
+    // loads equal. Lazy loads leave the storages unread, so only their small records are checked.
+    if verify {
+        let read = read.into_inner();
+        for e in &entries {
+            let is_storage = e.name[prefix.len()..].starts_with("data/");
+            if !read.contains(&e.name) && !(lazy && is_storage) {
+                zip::read_entry(&mut f, e, true)?;
+            }
+        }
+    }
     Ok(Loaded {
         value,
         archive: ArchiveInfo {

@@ -594,7 +594,24 @@ struct Converter<'a, 'r> {
     canon: HashMap<&'a str, NodeId>,
     busy: Vec<bool>,
     depth: usize,
+    /// Bytes of strings, globals, bytes and big ints copied into the tree so far, and the most
+    /// allowed (see [`copy_budget`]).
+    copied: u64,
+    copy_limit: u64,
     resolve: &'r mut dyn FnMut(&StorageRequest) -> Result<Arc<Storage>>,
+}
+
+/// How deep a value may nest. The conversion (and every consumer of the tree: comparison,
+/// writing, dropping) recurses once per level, so an unbounded depth (a pickle of 10,000 nested
+/// lists is 20 KB) would overflow the stack; checkpoint files nest fewer than 10 levels.
+pub const MAX_DEPTH: usize = 1000;
+
+/// The most bytes the conversion may copy for a pickle of `len` bytes. Strings that are not
+/// memoized into shared values are copied at each reference (that keeps the writer's
+/// byte-for-byte round trip), so a 1 MB string fetched from the memo a million times (two bytes
+/// per `BINGET`) would ask for a terabyte; real checkpoints copy far less than their own size.
+fn copy_budget(len: usize) -> u64 {
+    (len as u64).saturating_mul(8).max(64 << 20)
 }
 
 fn children(n: &Node) -> Vec<NodeId> {
@@ -634,7 +651,10 @@ impl<'a, 'r> Converter<'a, 'r> {
             unreachable!()
         };
         match self.canon.get(s.as_str()) {
-            Some(&c) if c == id => Value::Str(s.clone()),
+            Some(&c) if c == id => {
+                self.copied += s.len() as u64;
+                Value::Str(s.clone())
+            }
             Some(_) => {
                 let a = self
                     .arcs
@@ -648,12 +668,19 @@ impl<'a, 'r> Converter<'a, 'r> {
                     return Value::Shared(a.clone());
                 }
                 self.canon.insert(s.as_str(), id);
+                self.copied += s.len() as u64;
                 Value::Str(s.clone())
             }
         }
     }
 
     fn value(&mut self, id: NodeId) -> Result<Value> {
+        if self.copied > self.copy_limit {
+            return Err(invalid(format!(
+                "the pickle expands to more than {} bytes of strings (memo references to large values)",
+                self.copy_limit
+            )));
+        }
         let node = &self.nodes[id];
         let memoizable = match node {
             Node::Str(_) => return Ok(self.conv_str(id)),
@@ -689,8 +716,14 @@ impl<'a, 'r> Converter<'a, 'r> {
                 "recursive structure (an object containing itself) is not supported",
             ));
         }
-        if self.depth > 1000 {
-            return Err(invalid("nesting deeper than 1000 levels"));
+        if self.depth > MAX_DEPTH {
+            return Err(invalid(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        if self.copied > self.copy_limit {
+            return Err(invalid(format!(
+                "the pickle expands to more than {} bytes of strings (memo references to large values)",
+                self.copy_limit
+            )));
         }
         self.busy[id] = true;
         self.depth += 1;
@@ -703,9 +736,18 @@ impl<'a, 'r> Converter<'a, 'r> {
     fn build_inner(&mut self, id: NodeId) -> Result<Value> {
         let nodes = self.nodes;
         Ok(match &nodes[id] {
-            Node::Leaf(v) => v.clone(),
+            Node::Leaf(v) => {
+                self.copied += match v {
+                    Value::Bytes(b) | Value::BigInt(b) => b.len() as u64,
+                    _ => 0,
+                };
+                v.clone()
+            }
             Node::Str(_) => self.conv_str(id),
-            Node::Global(g) => Value::Global(g.clone()),
+            Node::Global(g) => {
+                self.copied += (g.module.len() + g.name.len()) as u64;
+                Value::Global(g.clone())
+            }
             Node::List(v) => Value::List(self.values(v)?),
             Node::Tuple(v) => Value::Tuple(self.values(v)?),
             Node::Set(v) => Value::Set(self.values(v)?),
@@ -840,6 +882,9 @@ impl<'a, 'r> Converter<'a, 'r> {
         };
         self.conv_str(p[3]);
         let numel = self.int_of(p[4], "storage size")?;
+        if numel < 0 {
+            return Err(invalid(format!("storage {key} has a negative size {numel}")));
+        }
         let dtype = if v3 {
             match &nodes[o.args[6]] {
                 Node::Global(g) if g.module == "torch" => DType::from_torch_name(&g.name)
@@ -852,11 +897,13 @@ impl<'a, 'r> Converter<'a, 'r> {
         } else {
             return Err(invalid(format!("unsupported storage type {storage_class}")));
         };
+        // Checked: the record's size is compared with this, so a wrapped product must not match.
         let nbytes = if storage_class.is("torch.storage", "UntypedStorage") {
-            numel as u64
+            Some(numel as u64)
         } else {
-            numel as u64 * dtype.size()
-        };
+            (numel as u64).checked_mul(dtype.size())
+        }
+        .ok_or_else(|| invalid(format!("storage {key} of {numel} elements overflows")))?;
         let storage = (self.resolve)(&StorageRequest {
             key: key.clone(),
             dtype,
@@ -923,6 +970,8 @@ pub(crate) fn unpickle_with(
         canon: HashMap::new(),
         busy: vec![false; n],
         depth: 0,
+        copied: 0,
+        copy_limit: copy_budget(data.len()),
         resolve,
     };
     c.count(root);

@@ -560,7 +560,20 @@ pub(crate) fn check_view(t: &Tensor) -> Result<()> {
             t.shape
         )));
     }
-    if t.numel() == 0 {
+    // Checked arithmetic throughout: shapes and strides come from files too (the reader calls
+    // this), and a product that wraps around would let a view reach outside its storage.
+    let overflow = || {
+        FormatError::unwritable(format!(
+            "tensor view (shape {:?}, stride {:?}, offset {}) overflows 64-bit element counts",
+            t.shape, t.stride, t.storage_offset
+        ))
+    };
+    let numel = t
+        .shape
+        .iter()
+        .try_fold(1i64, |a, &s| a.checked_mul(s))
+        .ok_or_else(overflow)?;
+    if numel == 0 {
         return Ok(());
     }
     let mut last = t.storage_offset;
@@ -568,7 +581,10 @@ pub(crate) fn check_view(t: &Tensor) -> Result<()> {
         if st < 0 {
             return Err(FormatError::unwritable("tensor has a negative stride"));
         }
-        last += (s - 1) * st;
+        last = (s - 1)
+            .checked_mul(st)
+            .and_then(|x| last.checked_add(x))
+            .ok_or_else(overflow)?;
     }
     if last as u64 >= t.storage.numel() {
         return Err(FormatError::unwritable(format!(

@@ -873,8 +873,16 @@ pub fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
 impl Tensor {
     /// A contiguous tensor over its own storage holding exactly `shape`'s elements.
     pub fn new(dtype: DType, shape: &[i64], data: Arc<dyn ByteSource>) -> Result<Tensor> {
-        let numel: i64 = shape.iter().product();
-        if numel < 0 || numel as u64 * dtype.size() != data.len() {
+        // Checked: a wrapped product could match a small source and pass.
+        let numel: i64 = if shape.iter().any(|&s| s < 0) {
+            -1
+        } else {
+            shape
+                .iter()
+                .try_fold(1i64, |a, &s| a.checked_mul(s))
+                .unwrap_or(-1)
+        };
+        if numel < 0 || (numel as u64).checked_mul(dtype.size()) != Some(data.len()) {
             return Err(FormatError::unwritable(format!(
                 "tensor of shape {shape:?} and dtype {} needs {} bytes, source has {}",
                 dtype.torch_name(),

@@ -2,7 +2,12 @@
 //! local headers without sizes followed by data descriptors, an `FB` extra field padding each
 //! record's data to the storage alignment (64), zip64 extra fields only where a size or offset
 //! reaches 0xFFFFFFFF, and always a zip64 end-of-central-directory record and locator.
-//! The reader accepts any stored (uncompressed) zip, zip64 included.
+//! The reader accepts any stored (uncompressed) zip, zip64 included, and trusts nothing in it:
+//! every size and offset is checked against the file's length before a buffer is allocated
+//! (so a hostile file can make it allocate at most its own size), records may not overlap (a
+//! stored "zip bomb" reuses one record's bytes under many names), names with `..`, absolute
+//! paths or duplicates are refused, and each record's CRC32 is checked when it is read
+//! (see [`read_entry`] for CRC 0).
 
 use super::error::{FormatError, Result};
 use std::fs::File;
@@ -268,7 +273,41 @@ fn read_at(f: &mut File, offset: u64, len: usize, what: &str) -> Result<Vec<u8>>
     Ok(buf)
 }
 
+/// Adds two file offsets, refusing an overflow (a hostile zip64 field can hold any u64).
+fn add(a: u64, b: u64, what: impl FnOnce() -> String) -> Result<u64> {
+    a.checked_add(b)
+        .ok_or_else(|| FormatError::zip(format!("{}: offset overflows", what())))
+}
+
+/// Why a record name is refused: torch writes `archive/relative/path` names only, so anything
+/// that could point outside a folder when extracted (`..`, an absolute or drive path), an empty
+/// name or component, or a NUL is taken as hostile rather than guessed at.
+fn bad_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("empty record name");
+    }
+    if name.starts_with('/') || name.starts_with('\\') {
+        return Some("absolute path");
+    }
+    let b = name.as_bytes();
+    if b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic() {
+        return Some("drive-letter path");
+    }
+    if name.contains('\0') {
+        return Some("NUL in record name");
+    }
+    if name.split(['/', '\\']).any(|c| c == "..") {
+        return Some("`..` in record name");
+    }
+    None
+}
+
 /// Reads the central directory of a stored zip and locates every entry's data.
+///
+/// Checked before anything is allocated from a declared size: the end records, the central
+/// directory (inside the file, before the end records), each entry's local header and data
+/// (inside the file, with overflow-checked offsets), that no two records overlap, and the
+/// names (see [`bad_name`]; duplicates refused too).
 pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
     let file_len = f.metadata().map_err(|e| FormatError::io("stat", e))?.len();
     if file_len < 22 {
@@ -295,7 +334,7 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
     let mut cd_offset = le32(&tail, eocd + 16) as u64;
     if eocd >= 20 && le32(&tail, eocd - 20) == ZIP64_LOCATOR_SIG {
         let z64_pos = le64(&tail, eocd - 20 + 8);
-        if z64_pos + 56 > eocd_pos {
+        if z64_pos.checked_add(56).is_none_or(|end| end > eocd_pos) {
             return Err(FormatError::zip(
                 "corrupt zip64 end of central directory locator",
             ));
@@ -314,10 +353,21 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
         .checked_add(cd_size)
         .is_none_or(|end| end > eocd_pos)
     {
-        return Err(FormatError::zip("truncated zip central directory"));
+        return Err(FormatError::zip(format!(
+            "truncated zip central directory: {cd_size} bytes at {cd_offset}, file has {file_len}"
+        )));
+    }
+    // Each central entry takes at least 46 bytes: a count the directory cannot hold is a lie.
+    if n_entries > cd_size / 46 {
+        return Err(FormatError::zip(format!(
+            "zip central directory of {cd_size} bytes cannot hold {n_entries} entries"
+        )));
     }
     let cd = read_at(f, cd_offset, cd_size as usize, "zip central directory")?;
-    let mut entries = Vec::with_capacity(n_entries.min(1 << 16) as usize);
+    let mut entries = Vec::with_capacity(n_entries as usize);
+    // (local header offset, end of data, name) of each record, to refuse overlaps.
+    let mut spans: Vec<(u64, u64, usize)> = Vec::with_capacity(n_entries as usize);
+    let mut names = std::collections::HashSet::new();
     let mut p = 0usize;
     for _ in 0..n_entries {
         if p + 46 > cd.len() || le32(&cd, p) != CENTRAL_SIG {
@@ -337,6 +387,16 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
         }
         let name = String::from_utf8(cd[p + 46..p + 46 + name_len].to_vec())
             .map_err(|_| FormatError::zip("zip entry name is not UTF-8"))?;
+        if let Some(why) = bad_name(&name) {
+            return Err(FormatError::zip(format!(
+                "refusing record {name:?}: {why}"
+            )));
+        }
+        if !names.insert(name.clone()) {
+            return Err(FormatError::zip(format!(
+                "refusing record {name}: duplicate name in the zip central directory"
+            )));
+        }
         let extra = &cd[p + 46 + name_len..p + 46 + name_len + extra_len];
         let mut e = 0;
         while e + 4 <= extra.len() {
@@ -375,7 +435,7 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
                 "{name}: stored entry with differing sizes"
             )));
         }
-        if offset + 30 > file_len {
+        if add(offset, 30, || name.clone())? > file_len {
             return Err(FormatError::zip(format!(
                 "{name}: local header offset beyond the end of the file"
             )));
@@ -386,12 +446,24 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
                 "{name}: corrupt zip local header"
             )));
         }
-        let data_offset = offset + 30 + le16(&lh, 26) as u64 + le16(&lh, 28) as u64;
-        if data_offset + usize_ > file_len {
+        let local_name_len = le16(&lh, 26) as u64;
+        let data_offset = offset + 30 + local_name_len + le16(&lh, 28) as u64;
+        let data_end = add(data_offset, usize_, || name.clone())?;
+        if data_end > file_len {
             return Err(FormatError::zip(format!(
                 "truncated record {name}: {usize_} bytes at {data_offset}, file has {file_len}"
             )));
         }
+        // The local header must name the same record: a reader that trusts only the central
+        // directory and one that walks local headers would otherwise see different files.
+        if local_name_len != name_len as u64
+            || read_at(f, offset + 30, name_len, "zip local header")? != name.as_bytes()
+        {
+            return Err(FormatError::zip(format!(
+                "record {name}: its local header names a different record"
+            )));
+        }
+        spans.push((offset, data_end, entries.len()));
         entries.push(ZipEntry {
             name,
             crc,
@@ -400,10 +472,27 @@ pub fn read_directory(f: &mut File) -> Result<Vec<ZipEntry>> {
         });
         p = end;
     }
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err(FormatError::zip(format!(
+                "records {} and {} overlap (one stored byte range read as two records)",
+                entries[w[0].2].name, entries[w[1].2].name
+            )));
+        }
+    }
     Ok(entries)
 }
 
-/// Reads an entry's bytes, checking the CRC when `verify_crc`.
+/// Reads an entry's bytes and checks its CRC32 when `verify_crc`.
+///
+/// A stored CRC of 0 is read as "no CRC was computed", not checked: that is what torch writes
+/// with `torch.utils.serialization.config.save.compute_crc32 = False` (and fastsave with
+/// `SaveOptions { crc32: false }`), and torch's own reader loads such files. torch in fact
+/// checks no CRC at all (torch 2.1.2 and 2.13 both load a file with a flipped bit in a
+/// storage record); this reader is stricter so that a corrupted file is an error, not a
+/// silently different tensor. The cost: a bit flip inside a CRC-0 file is not detected (as
+/// with torch), and a record whose true CRC32 is 0 (odds 2^-32) passes either way.
 pub fn read_entry(f: &mut File, e: &ZipEntry, verify_crc: bool) -> Result<Vec<u8>> {
     let data = read_at(
         f,
@@ -411,11 +500,14 @@ pub fn read_entry(f: &mut File, e: &ZipEntry, verify_crc: bool) -> Result<Vec<u8
         e.size as usize,
         &format!("record {}", e.name),
     )?;
-    if verify_crc && e.crc != 0 && crc32fast::hash(&data) != e.crc {
-        return Err(FormatError::zip(format!(
-            "CRC mismatch in record {}",
-            e.name
-        )));
+    if verify_crc && e.crc != 0 {
+        let got = crc32fast::hash(&data);
+        if got != e.crc {
+            return Err(FormatError::zip(format!(
+                "CRC32 mismatch in record {}: the zip directory says {:08x}, its {} bytes give {got:08x} (corrupted file)",
+                e.name, e.crc, e.size
+            )));
+        }
     }
     Ok(data)
 }
