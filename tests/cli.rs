@@ -97,3 +97,40 @@ fn a_folder_runs_every_scenario_into_its_own_directory() {
         assert!(out.join(&name).join("result.json").exists(), "{name}");
     }
 }
+
+#[test]
+fn another_patch_runs_its_minors_profile_and_says_so() {
+    let out = assert_fs::TempDir::new().unwrap();
+    let dir = out.path().join("run");
+    let args = |hf: &'static str, dir: &std::path::Path| {
+        ["run", "conformance/scenarios/save/final-step-not-multiple.json", "--hf", hf, "--out"]
+            .into_iter()
+            .map(String::from)
+            .chain([dir.to_str().unwrap().to_string()])
+            .collect::<Vec<_>>()
+    };
+    let a = args("4.46.1", &dir);
+    let (code, _, err) = ckptspec(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.lines().count(), 1, "one line on stderr: {err}");
+    assert!(err.contains("4.46.1") && err.contains("4.46.3"), "{err}");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/hf-4.46.3/final-step-not-multiple");
+    assert!(ckptspec::diff::compare_run_dirs(&golden, &dir).unwrap().is_clean());
+
+    let b = args("4.30.2", &out.path().join("other"));
+    let (code, _, err) = ckptspec(&b.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 2);
+    assert!(err.contains("unsupported --hf version \"4.30.2\"") && err.contains("4.31.0") && err.contains("5.24.0"), "{err}");
+}
+
+#[test]
+fn versions_prints_the_behavior_table() {
+    let (code, out, err) = ckptspec(&["versions"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("final_step_save") && out.contains("4.42.0: AnyStrategy"), "{out}");
+    assert!(out.contains("torch 2.1.2: 4.31.0"), "{out}");
+    let (code, out, _) = ckptspec(&["versions", "--per-release"]);
+    assert_eq!(code, 0);
+    let header = out.lines().next().unwrap();
+    assert_eq!(header.split('\t').count(), 1 + ckptspec::profile::supported().len());
+}
