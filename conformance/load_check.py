@@ -22,13 +22,15 @@ NEW_TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]
 
 
 def safe_globals_ctx():
-    """HF 5.x loads rng_state.pth with weights_only=True inside its own safe_globals()."""
-    try:
-        from transformers.trainer_pt_utils import safe_globals
-        return safe_globals()
-    except ImportError:
-        import contextlib
-        return contextlib.nullcontext()
+    """HF 4.47+ loads rng_state.pth inside its own safe_globals() (numpy's reconstruct allowed)."""
+    import contextlib
+    import importlib
+    # transformers.trainer (4.47-4.57) or transformers.trainer_pt_utils (5.x); none before 4.47.
+    for module in ("transformers.trainer_pt_utils", "transformers.trainer"):
+        fn = getattr(importlib.import_module(module), "safe_globals", None)
+        if fn is not None:
+            return fn()
+    return contextlib.nullcontext()
 
 
 def load(path):
@@ -48,8 +50,10 @@ def load(path):
         torch.load(path, weights_only=name != "rng_state.pth")
         return torch.load(path)
     if name == "rng_state.pth":
+        # HF's _load_rng_state: a bare torch.load (torch's own weights_only default: False before
+        # torch 2.6, True from 2.6), inside HF's safe_globals() where the version has it (4.47+).
         with safe_globals_ctx():
-            return torch.load(path, weights_only=True)
+            return torch.load(path)
     return torch.load(path, weights_only=True)
 
 

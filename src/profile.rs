@@ -651,11 +651,7 @@ pub fn render_table(per_release: bool) -> String {
         for row in &rows {
             let cells: Vec<String> = profiles
                 .iter()
-                .map(|p| {
-                    let v = Version::parse(p.version).expect("profile versions parse");
-                    let hist: Vec<(&str, String)> = row.changes.clone();
-                    at(&hist, v)
-                })
+                .map(|p| at(&row.changes, Version::parse(p.version).expect("profile versions parse")))
                 .collect();
             out.push_str(&format!("{}\t{}\n", row.name, cells.join("\t")));
         }
