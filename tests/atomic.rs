@@ -172,3 +172,32 @@ fn cli_run_atomic() {
         assert!(rep.is_clean(), "{:?}:\n{}", e.file_name(), rep.render(&a, &b, 20));
     }
 }
+
+/// Where HF raises in the middle of a save (KeyError for a missing metric, 4.31-4.46), it leaves
+/// a partial `checkpoint-N` (4.36-4.38: `tmp-checkpoint-N`) without trainer_state.json, which
+/// `get_last_checkpoint` would pick. Atomic mode never publishes it: the partial folder stays
+/// under the staging name (removed by the next save). This is the one place the run directories
+/// of the two modes differ (the 37 such cells of `ckptspec conformance --atomic`).
+#[test]
+fn failed_save_is_not_published() {
+    let sc = scenario("best/best-missing-metric.json");
+    let tmp = tempfile::tempdir().unwrap();
+    for (v, hf_partial) in [("4.44.2", "checkpoint-2"), ("4.37.2", "tmp-checkpoint-2")] {
+        let p = Profile::get(v).unwrap();
+        let (hf, at) = (tmp.path().join(format!("{v}-hf")), tmp.path().join(format!("{v}-at")));
+        trainer::run_traced_with(&sc, &p, &hf, SaveMode::HfCompatible).unwrap();
+        trainer::run_traced_with(&sc, &p, &at, SaveMode::Atomic).unwrap();
+        let partial = hf.join("output").join(hf_partial);
+        assert!(partial.is_dir() && !partial.join("trainer_state.json").exists(), "{v}: HF-compatible mode changed");
+        assert_eq!(checkpoints(&at.join("output")), Vec::<String>::new(), "{v}: a partial checkpoint was published");
+        assert!(at.join("output/.ckptspec-staging-checkpoint-2").is_dir(), "{v}");
+        assert!(!at.join("output").join(hf_partial).exists(), "{v}");
+        // result.json's error (the KeyError) is the same.
+        let err = |d: &Path| {
+            let j: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("result.json")).unwrap()).unwrap();
+            j["error"].clone()
+        };
+        assert!(err(&hf)["type"] == "KeyError", "{v}");
+        assert_eq!(err(&hf), err(&at), "{v}");
+    }
+}
