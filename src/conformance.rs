@@ -4,6 +4,7 @@ use crate::diff;
 use crate::profile::{self, Profile};
 use crate::runner::{self, RunError};
 use crate::scenario::Scenario;
+use crate::trainer::SaveMode;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -15,17 +16,31 @@ pub struct Options {
     pub golden: PathBuf,
     /// Cells judged at once (default: the machine's cores).
     pub jobs: usize,
+    /// How the Rust trainer writes checkpoints (`--atomic`: [`SaveMode::Atomic`]).
+    pub mode: SaveMode,
 }
 
 impl Default for Options {
     fn default() -> Self {
         let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Options { versions: vec![], only: vec![], scenarios: "conformance/scenarios".into(), golden: "golden".into(), jobs }
+        Options { versions: vec![], only: vec![], scenarios: "conformance/scenarios".into(), golden: "golden".into(), jobs, mode: SaveMode::HfCompatible }
     }
 }
 
 /// Judges every (scenario, profile) cell on `jobs` threads; cells in row-major order.
 pub fn judge_all(scenarios: &[&Scenario], versions: &[Profile], golden: &Path, work: &Path, jobs: usize) -> Vec<Cell> {
+    judge_all_with(scenarios, versions, golden, work, jobs, SaveMode::HfCompatible)
+}
+
+/// [`judge_all`] with the Rust trainer in the given [`SaveMode`].
+pub fn judge_all_with(
+    scenarios: &[&Scenario],
+    versions: &[Profile],
+    golden: &Path,
+    work: &Path,
+    jobs: usize,
+    mode: SaveMode,
+) -> Vec<Cell> {
     let n = scenarios.len() * versions.len();
     let next = AtomicUsize::new(0);
     let cells: Mutex<Vec<Option<Cell>>> = Mutex::new(vec![None; n]);
@@ -37,7 +52,7 @@ pub fn judge_all(scenarios: &[&Scenario], versions: &[Profile], golden: &Path, w
                     break;
                 }
                 let (i, j) = (k / versions.len(), k % versions.len());
-                let cell = judge(scenarios[i], &versions[j], golden, work);
+                let cell = judge_with(scenarios[i], &versions[j], golden, work, mode);
                 cells.lock().expect("no poisoned cell")[k] = Some(cell);
             });
         }
@@ -63,12 +78,17 @@ pub struct Summary {
 
 /// Runs one scenario for one profile and judges it against its golden run directory.
 pub fn judge(sc: &Scenario, profile: &Profile, golden: &std::path::Path, work: &std::path::Path) -> Cell {
+    judge_with(sc, profile, golden, work, SaveMode::HfCompatible)
+}
+
+/// [`judge`] with the Rust trainer in the given [`SaveMode`].
+pub fn judge_with(sc: &Scenario, profile: &Profile, golden: &Path, work: &Path, mode: SaveMode) -> Cell {
     let expected = golden.join(format!("hf-{}", profile.version)).join(&sc.name);
     if !expected.is_dir() {
         return Cell::NoGolden;
     }
     let run_dir = work.join(profile.version).join(&sc.name);
-    match runner::run_scenario(sc, profile, &run_dir) {
+    match runner::run_scenario_with(sc, profile, &run_dir, mode) {
         Err(RunError::NotImplemented(what)) => Cell::NotImplemented(what),
         Err(e) => Cell::Fail(format!("tool error: {e}")),
         Ok(()) => match diff::compare_run_dirs(&expected, &run_dir) {
@@ -98,7 +118,7 @@ pub fn run(opts: &Options) -> Result<Summary, Box<dyn std::error::Error>> {
     }
     let work = std::env::temp_dir().join(format!("ckptspec-conformance-{}", std::process::id()));
     // Every cell, on every core: cells share nothing but the golden folders they read.
-    let cells = judge_all(&scenarios.iter().map(|(_, s)| s).collect::<Vec<_>>(), &versions, &opts.golden, &work, opts.jobs);
+    let cells = judge_all_with(&scenarios.iter().map(|(_, s)| s).collect::<Vec<_>>(), &versions, &opts.golden, &work, opts.jobs, opts.mode);
     let width = scenarios.iter().map(|(_, s)| s.name.len()).max().unwrap_or(8).max(8);
     // Up to 6 versions: one word per cell; more: one character per cell under vertical labels.
     let compact = versions.len() > 6;

@@ -4,6 +4,7 @@
 //! A version difference is a field of [`profile::Profile`], never an `if version ==`.
 
 pub mod args;
+pub mod atomic;
 pub mod best;
 pub mod changes;
 pub mod conformance;

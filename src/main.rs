@@ -1,13 +1,15 @@
 //! The `ckptspec` command line. See README.md.
-use ckptspec::{conformance, diff, profile::{self, Profile}, runner};
+use ckptspec::{conformance, diff, profile::{self, Profile}, runner, trainer::SaveMode};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR] [--jobs N]
+  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR] [--jobs N] [--atomic]
       run every scenario through the Rust trainer for every HF profile and diff with golden/
-  ckptspec run PATH --hf VERSION --out DIR
+  ckptspec run PATH --hf VERSION --out DIR [--atomic]
       run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)
+      --atomic: write each checkpoint into a staging folder, fsync it, publish it by one rename
+      (the same files; README \"Atomic mode\")
   ckptspec versions [--per-release]
       the behavior table: every behavior that differs between HF releases, with the release of
       each change (--per-release: its value in every profiled release, tab-separated)
@@ -54,6 +56,7 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
                     "--only" => opts.only.push(val("--only")?),
                     "--scenarios" => opts.scenarios = PathBuf::from(val("--scenarios")?),
                     "--golden" => opts.golden = PathBuf::from(val("--golden")?),
+                    "--atomic" => opts.mode = SaveMode::Atomic,
                     "--jobs" => {
                         let v = val("--jobs")?;
                         opts.jobs = v.parse().map_err(|_| format!("--jobs {v}: not a number"))?;
@@ -65,12 +68,13 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             Ok(if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         "run" => {
-            let (mut path, mut hf, mut out) = (None, None, None);
+            let (mut path, mut hf, mut out, mut mode) = (None, None, None, SaveMode::HfCompatible);
             let mut it = rest.iter();
             while let Some(a) = it.next() {
                 match a.as_str() {
                     "--hf" => hf = it.next().cloned(),
                     "--out" => out = it.next().map(PathBuf::from),
+                    "--atomic" => mode = SaveMode::Atomic,
                     p if !p.starts_with("--") && path.is_none() => path = Some(PathBuf::from(p)),
                     other => return Err(format!("unexpected argument {other}\n{USAGE}")),
                 }
@@ -79,7 +83,7 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             let hf = hf.ok_or(format!("run needs --hf VERSION\n{USAGE}"))?;
             let out = out.ok_or(format!("run needs --out DIR\n{USAGE}"))?;
             let profile = Profile::get(&resolve_hf(&hf)?)?;
-            runner::run_path(&path, &profile, &out).map_err(|e| e.to_string())?;
+            runner::run_path_with(&path, &profile, &out, mode).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         "diff" => {

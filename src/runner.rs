@@ -2,7 +2,7 @@
 //! directory out.
 use crate::profile::Profile;
 use crate::scenario::{Scenario, ScenarioError};
-use crate::trainer;
+use crate::trainer::{self, SaveMode};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +35,11 @@ impl From<ScenarioError> for RunError {
 
 /// Runs one scenario into `run_dir` (which is emptied first).
 pub fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
+    run_scenario_with(sc, profile, run_dir, SaveMode::HfCompatible)
+}
+
+/// [`run_scenario`] with the given [`SaveMode`].
+pub fn run_scenario_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<(), RunError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| RunError::Io { path, source }
@@ -43,18 +48,23 @@ pub fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<
         std::fs::remove_dir_all(run_dir).map_err(io(run_dir))?;
     }
     std::fs::create_dir_all(run_dir).map_err(io(run_dir))?;
-    trainer::run(sc, profile, run_dir)
+    trainer::run_with(sc, profile, run_dir, mode)
 }
 
 /// `ckptspec run PATH`: a file runs into `out`; a folder runs each scenario into `out/<name>`.
 pub fn run_path(path: &Path, profile: &Profile, out: &Path) -> Result<(), RunError> {
+    run_path_with(path, profile, out, SaveMode::HfCompatible)
+}
+
+/// [`run_path`] with the given [`SaveMode`].
+pub fn run_path_with(path: &Path, profile: &Profile, out: &Path, mode: SaveMode) -> Result<(), RunError> {
     if path.is_dir() {
         for (_, sc) in Scenario::load_dir(path)? {
-            run_scenario(&sc, profile, &out.join(&sc.name))?;
+            run_scenario_with(&sc, profile, &out.join(&sc.name), mode)?;
         }
         Ok(())
     } else {
         let sc = Scenario::load(path)?;
-        run_scenario(&sc, profile, out)
+        run_scenario_with(&sc, profile, out, mode)
     }
 }

@@ -156,6 +156,20 @@ struct Trainer<'a> {
     /// `Trainer.current_flos`: the int 0 until a batch adds its (float) estimate.
     current_flos: args::Num,
     events: Vec<DiskEvent>,
+    mode: SaveMode,
+}
+
+/// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SaveMode {
+    /// As HF does it: files written straight into `checkpoint-N` (or, for 4.36-4.38, into
+    /// `tmp-checkpoint-N` renamed at the end, as those releases do), nothing fsynced.
+    #[default]
+    HfCompatible,
+    /// Written into a staging folder HF never matches, every file and the folder fsynced, then
+    /// published by one rename and the parent fsynced; rotation after the publish; a staging
+    /// leftover of a killed run removed on the next save ([`crate::atomic`]).
+    Atomic,
 }
 
 /// What the executor did to checkpoint folders, in order (the snapshots' timeline).
@@ -172,11 +186,21 @@ pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunEr
     run_traced(sc, profile, run_dir).map(|_| ())
 }
 
+/// [`run`] with the given [`SaveMode`].
+pub fn run_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<(), RunError> {
+    run_traced_with(sc, profile, run_dir, mode).map(|_| ())
+}
+
 /// [`run`], returning what happened to checkpoint folders.
 pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Vec<DiskEvent>, RunError> {
+    run_traced_with(sc, profile, run_dir, SaveMode::HfCompatible)
+}
+
+/// [`run_traced`] with the given [`SaveMode`].
+pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<Vec<DiskEvent>, RunError> {
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
-    let outcome = run_inner(sc, profile, run_dir, &mut state_out, &mut events);
+    let outcome = run_inner(sc, profile, run_dir, mode, &mut state_out, &mut events);
     let error = match outcome {
         Ok(()) => PyJson::Null,
         Err(HfError::NotModelled(what)) => return Err(RunError::NotImplemented(what)),
@@ -201,6 +225,7 @@ fn run_inner(
     sc: &Scenario,
     profile: &Profile,
     run_dir: &Path,
+    mode: SaveMode,
     state_out: &mut Option<PyJson>,
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
@@ -209,6 +234,7 @@ fn run_inner(
         return Err(HfError::not_modelled(format!("argument {k}={v}")));
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
+    t.mode = mode;
     if profile.stateful_callbacks != CallbackRefresh::Absent {
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
         t.refresh_stateful_callbacks(CallbackRefresh::All);
@@ -293,6 +319,7 @@ impl<'a> Trainer<'a> {
             current_lr: lr,
             current_flos: args::Num::Int(0),
             events: vec![],
+            mode: SaveMode::HfCompatible,
             args,
         })
     }
@@ -879,12 +906,25 @@ impl<'a> Trainer<'a> {
         self.store_flos();
         let folder = format!("checkpoint-{}", self.state.global_step);
         let rel = format!("{}/{folder}", self.output_rel());
-        let final_dir = self.output_abs().join(&folder);
+        let out = self.output_abs();
+        let final_dir = out.join(&folder);
+        let atomic = self.mode == SaveMode::Atomic;
+        // Whether checkpoint-N is there while the files are written, as the HF-compatible mode
+        // sees it (it decides whether a best checkpoint at this step is recorded): atomic mode
+        // leaves checkpoint-N untouched until the publish.
+        let final_existed = final_dir.exists();
         // 4.36-4.38 write into tmp-checkpoint-N and rename it at the end, unless checkpoint-N
         // already exists and is not empty (then they write into it).
         let nonempty = std::fs::read_dir(&final_dir).map(|mut d| d.next().is_some()).unwrap_or(false);
-        let staged = p.staging_dir && !nonempty;
-        let dir = if staged { self.output_abs().join(format!("tmp-{folder}")) } else { final_dir.clone() };
+        let staged = !atomic && p.staging_dir && !nonempty;
+        let dir = if atomic {
+            crate::atomic::remove_leftovers(&out).map_err(|e| io_err(&out, e))?;
+            crate::atomic::staging_dir(&out, &folder)
+        } else if staged {
+            out.join(format!("tmp-{folder}"))
+        } else {
+            final_dir.clone()
+        };
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         self.write_model(&dir)?;
         if p.best_timing == BestTiming::EveryEvalByStep
@@ -892,7 +932,12 @@ impl<'a> Trainer<'a> {
         {
             if let Some(bs) = self.state.best.best_global_step.filter(|s| *s != 0) {
                 let best_rel = format!("{}/checkpoint-{bs}", self.output_rel());
-                if self.run_dir.join(&best_rel).exists() {
+                let exists = if atomic && bs == self.state.global_step {
+                    !p.staging_dir || final_existed
+                } else {
+                    self.run_dir.join(&best_rel).exists()
+                };
+                if exists {
                     self.state.best.best_model_checkpoint = Some(best_rel);
                 }
             }
@@ -917,10 +962,17 @@ impl<'a> Trainer<'a> {
         if !self.args.save_only_model && p.rng_after_state {
             self.write_rng(&dir)?;
         }
-        if staged {
-            std::fs::rename(&dir, &final_dir).map_err(|e| io_err(&dir, e))?;
+        if atomic {
+            // The mtime goes on the staging folder before its fsync; the renames keep it.
+            keep_mtime_order(&dir).map_err(|e| io_err(&dir, e))?;
+            crate::atomic::sync_tree(&dir).map_err(|e| io_err(&dir, e))?;
+            crate::atomic::publish(&out, &dir, &folder).map_err(|e| io_err(&final_dir, e))?;
+        } else {
+            if staged {
+                std::fs::rename(&dir, &final_dir).map_err(|e| io_err(&dir, e))?;
+            }
+            keep_mtime_order(&final_dir).map_err(|e| io_err(&final_dir, e))?;
         }
-        keep_mtime_order(&final_dir).map_err(|e| io_err(&final_dir, e))?;
         self.events.push(DiskEvent::Saved { step: self.state.global_step, folder: folder.clone(), best: self.state.best.clone() });
         self.rotate()?;
         Ok(())
