@@ -909,10 +909,6 @@ impl<'a> Trainer<'a> {
         let out = self.output_abs();
         let final_dir = out.join(&folder);
         let atomic = self.mode == SaveMode::Atomic;
-        // Whether checkpoint-N is there while the files are written, as the HF-compatible mode
-        // sees it (it decides whether a best checkpoint at this step is recorded): atomic mode
-        // leaves checkpoint-N untouched until the publish.
-        let final_existed = final_dir.exists();
         // 4.36-4.38 write into tmp-checkpoint-N and rename it at the end, unless checkpoint-N
         // already exists and is not empty (then they write into it).
         let nonempty = std::fs::read_dir(&final_dir).map(|mut d| d.next().is_some()).unwrap_or(false);
@@ -932,11 +928,10 @@ impl<'a> Trainer<'a> {
         {
             if let Some(bs) = self.state.best.best_global_step.filter(|s| *s != 0) {
                 let best_rel = format!("{}/checkpoint-{bs}", self.output_rel());
-                let exists = if atomic && bs == self.state.global_step {
-                    !p.staging_dir || final_existed
-                } else {
-                    self.run_dir.join(&best_rel).exists()
-                };
+                // The folder being saved counts as existing, as it does in the HF-compatible
+                // mode, which writes it in place (this era has no tmp-checkpoint staging); atomic
+                // mode publishes it only at the end.
+                let exists = (atomic && bs == self.state.global_step) || self.run_dir.join(&best_rel).exists();
                 if exists {
                     self.state.best.best_model_checkpoint = Some(best_rel);
                 }

@@ -13,6 +13,7 @@
 //! Each disagreeing scenario is written to `target/differential-failures/<version>/<name>.json` (a format
 //! v1 scenario file, ready for conformance/scenarios/) with the diff report next to it
 //! (`<name>.diff.txt`). Without `CKPTSPEC_DIFFERENTIAL` the test says it was skipped and passes.
+mod common;
 use ckptspec::diff::{compare_run_dirs, Stage};
 use ckptspec::profile::Profile;
 use ckptspec::runner::{self, RunError};
@@ -24,27 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 
-/// SplitMix64: small, deterministic, good enough to draw scenarios.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
+use common::Rng;
 
 /// What the catalogue uses: every argument with every value it takes, and the other fields.
 #[derive(Default)]

@@ -7,6 +7,7 @@
 //! Defaults: 12,000 cases, seed 1. Longer runs: `CKPTSPEC_FUZZ_CASES=200000 CKPTSPEC_FUZZ_SEED=7
 //! cargo test --release --test fuzz_readers -- --nocapture`.
 
+mod common;
 use ckptspec::pyjson;
 use ckptspec::safetensors as st;
 use ckptspec::torch_format::{self as tf, LoadOptions};
@@ -66,20 +67,7 @@ impl Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-/// SplitMix64: a fixed, dependency-free stream for a given seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use common::Rng;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
