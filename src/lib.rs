@@ -30,3 +30,5 @@ pub mod optim;
 pub mod lr;
 pub mod plateau;
 pub mod greedy;
+pub mod plan;
+pub mod inspect;
