@@ -157,6 +157,45 @@ struct Trainer<'a> {
     current_flos: args::Num,
     events: Vec<DiskEvent>,
     mode: SaveMode,
+    /// `false` in a plan: no tensor math (the weights stay the initial ones, losses are 0);
+    /// every decision is taken as in a trained run.
+    numerics: bool,
+    /// A plan's evaluation results (None: a trained run computes them).
+    plan: Option<PlanFeed>,
+}
+
+/// What feeds a plan's evaluations (`ckptspec plan`, `ckptspec inspect`): the executor runs as
+/// for a trained scenario, with the same policies and the same files on disk, but without tensor
+/// math, and each `evaluate()` call's metrics come from here instead of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanMetrics {
+    /// The metrics of each `evaluate()` call (one eval set each), in order, as HF logs them
+    /// (`eval_loss`, `eval_f1`, ...; `epoch`, `step`, runtimes and throughputs are ignored).
+    /// Calls past the end of the list are assumed as below (with unknown metric keys).
+    Given(Vec<serde_json::Map<String, serde_json::Value>>),
+    /// None given. The scenario's scripted compute_metrics gives its keys and values; the eval
+    /// loss (a model's output) is assumed, and so is the metric for best model when
+    /// `metric_keys_unknown` (a user's config: its compute_metrics is not known) and nothing
+    /// gives it. An assumed value improves strictly at every evaluation, in the direction
+    /// `greater_is_better` says for the metric for best model, downwards for the others.
+    Assumed { metric_keys_unknown: bool },
+}
+
+/// What a plan did beyond a trained run's [`DiskEvent`]s.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlanTrace {
+    pub events: Vec<DiskEvent>,
+    /// Every assumed metric value, as (global_step of the evaluation, metric key).
+    pub assumed: Vec<(u64, String)>,
+}
+
+#[derive(Debug, Clone)]
+struct PlanFeed {
+    given: std::collections::VecDeque<serde_json::Map<String, serde_json::Value>>,
+    metric_keys_unknown: bool,
+    /// Assumed values handed out so far, per key (the next value improves on the last).
+    counts: Vec<(String, u64)>,
+    assumed: Vec<(u64, String)>,
 }
 
 /// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
@@ -200,7 +239,29 @@ pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Ve
 pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<Vec<DiskEvent>, RunError> {
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
-    let outcome = run_inner(sc, profile, run_dir, mode, &mut state_out, &mut events);
+    let outcome = run_inner(sc, profile, run_dir, mode, None, &mut state_out, &mut events);
+    write_result(profile, run_dir, outcome, state_out)?;
+    Ok(events)
+}
+
+/// A plan: the executor run on `sc` into `run_dir` as [`run`] does (`result.json`,
+/// `output/checkpoint-N/` with the same files, rotation on the real folders), without tensor
+/// math, its evaluations fed by `metrics`. The checkpoints it leaves are the plan's.
+pub fn plan(sc: &Scenario, profile: &Profile, run_dir: &Path, metrics: PlanMetrics) -> Result<PlanTrace, RunError> {
+    let (given, metric_keys_unknown) = match metrics {
+        PlanMetrics::Given(list) => (list.into(), true),
+        PlanMetrics::Assumed { metric_keys_unknown } => (Default::default(), metric_keys_unknown),
+    };
+    let mut feed = PlanFeed { given, metric_keys_unknown, counts: vec![], assumed: vec![] };
+    let mut state_out: Option<PyJson> = None;
+    let mut events = vec![];
+    let outcome = run_inner(sc, profile, run_dir, SaveMode::HfCompatible, Some(&mut feed), &mut state_out, &mut events);
+    write_result(profile, run_dir, outcome, state_out)?;
+    Ok(PlanTrace { events, assumed: feed.assumed })
+}
+
+/// `result.json`: HF's outcome (an error HF raised is a result; a gap in the model is not).
+fn write_result(profile: &Profile, run_dir: &Path, outcome: Result<(), HfError>, state_out: Option<PyJson>) -> Result<(), RunError> {
     let error = match outcome {
         Ok(()) => PyJson::Null,
         Err(HfError::NotModelled(what)) => return Err(RunError::NotImplemented(what)),
@@ -217,8 +278,7 @@ pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: S
     let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() })
         .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
     let path = run_dir.join("result.json");
-    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })?;
-    Ok(events)
+    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })
 }
 
 fn run_inner(
@@ -226,6 +286,7 @@ fn run_inner(
     profile: &Profile,
     run_dir: &Path,
     mode: SaveMode,
+    mut plan: Option<&mut PlanFeed>,
     state_out: &mut Option<PyJson>,
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
@@ -235,6 +296,10 @@ fn run_inner(
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
     t.mode = mode;
+    if let Some(feed) = plan.as_deref_mut() {
+        t.numerics = false;
+        t.plan = Some(std::mem::replace(feed, PlanFeed { given: Default::default(), metric_keys_unknown: false, counts: vec![], assumed: vec![] }));
+    }
     if profile.stateful_callbacks != CallbackRefresh::Absent {
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
         t.refresh_stateful_callbacks(CallbackRefresh::All);
@@ -251,6 +316,9 @@ fn run_inner(
     });
     *state_out = Some(t.state.to_json(profile));
     *events = std::mem::take(&mut t.events);
+    if let (Some(feed), Some(done)) = (plan, t.plan.take()) {
+        *feed = done;
+    }
     res
 }
 
@@ -320,6 +388,8 @@ impl<'a> Trainer<'a> {
             current_flos: args::Num::Int(0),
             events: vec![],
             mode: SaveMode::HfCompatible,
+            numerics: true,
+            plan: None,
             args,
         })
     }
@@ -492,9 +562,12 @@ impl<'a> Trainer<'a> {
 
     /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
     fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) {
-        let (x, y) = self.train.batch(rows);
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
         self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
+        if !self.numerics {
+            return;
+        }
+        let (x, y) = self.train.batch(rows);
         let raw = self.model.loss(&x, &y);
         let scaled = |s: f64| if s != 1.0 { &raw / s.recip() } else { raw.shallow_clone() };
         let loss = scaled(grad_scale);
@@ -512,7 +585,9 @@ impl<'a> Trainer<'a> {
     /// Clip, optimizer step, scheduler step. Returns (grad_norm, lr used by the step).
     fn optimizer_step(&mut self) -> Result<(Option<f32>, Option<f64>), HfError> {
         let mut ps = self.model.params();
-        let norm = if self.args.max_grad_norm > 0.0 {
+        let norm = if !self.numerics {
+            None
+        } else if self.args.max_grad_norm > 0.0 {
             Some(optim::clip_grad_norm(&mut ps, self.args.max_grad_norm))
         } else if self.profile.grad_norm_without_clipping {
             // `_get_grad_norm` measures through clip_grad_norm_(max_norm=inf).
@@ -520,8 +595,10 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
-        self.opt.step(&mut ps);
-        self.model.write_back(&ps);
+        if self.numerics {
+            self.opt.step(&mut ps);
+            self.model.write_back(&ps);
+        }
         let used_lr = self.current_lr;
         if let Scheduler::Lambda(s) = &self.sched {
             self.sched_steps += 1;
@@ -688,45 +765,18 @@ impl<'a> Trainer<'a> {
         };
         let bs = self.args.per_device_eval_batch_size;
         let n = set.x.len();
-        let rows: Vec<usize> = (0..n).collect();
-        let mut losses: Vec<f32> = vec![];
-        let chunks: Vec<&[usize]> = rows.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).collect();
-        let nbatches = chunks.len();
-        for (bi, c) in chunks.into_iter().enumerate() {
-            let (x, y) = set.batch(c);
-            let l = tch::no_grad(|| self.model.loss(&x, &y));
-            let l = f32::try_from(&l).unwrap();
-            // losses.repeat(eval_batch_size), then gather_for_metrics drops the padding of the
-            // last batch.
-            let keep = if bi + 1 == nbatches { c.len() } else { bs };
-            losses.extend(std::iter::repeat_n(l, keep));
-        }
-        let mut metrics: Vec<(String, PyJson)> = vec![];
-        if let Some(script) = &self.sc.metrics {
-            if self.metric_calls.len() <= k {
-                self.metric_calls.resize(k + 1, 0);
-            }
-            let call = self.metric_calls[k];
-            self.metric_calls[k] += 1;
-            if let Some(entry) = script.get(call) {
-                let part: Option<&serde_json::Map<String, serde_json::Value>> = match &set.name {
-                    Some(name) => entry.get(name).and_then(|v| v.as_object()),
-                    None => Some(entry),
-                };
-                if let Some(part) = part {
-                    for (mk, mv) in part {
-                        metrics.push((mk.clone(), PyJson::from(mv)));
-                    }
-                }
-            }
-        }
-        if !losses.is_empty() {
-            let finite: Vec<f32> = losses.iter().copied().filter(|l| l.is_finite()).collect();
-            let use_ = if self.profile.eval_loss_skips_nonfinite && !finite.is_empty() { finite } else { losses };
-            metrics.push((format!("{prefix}_loss"), PyJson::Float(numpy_mean_f32(&use_) as f64)));
-        }
+        let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
+        let mut metrics = match given {
+            Some(entry) => entry
+                .into_iter()
+                .filter(|(k, _)| !is_volatile_key(k) && k != "epoch" && k != "step")
+                .map(|(k, v)| (k, PyJson::from(&v)))
+                .collect(),
+            None if self.plan.is_some() => self.assumed_metrics(k, &prefix),
+            None => self.computed_metrics(k, &prefix),
+        };
         // Keys not already prefixed move to the end under the prefix, in order.
-        let (mut done, rest): (Vec<_>, Vec<_>) = metrics.into_iter().partition(|(k, _)| k.starts_with(&format!("{prefix}_")));
+        let (mut done, rest): (Vec<_>, Vec<_>) = metrics.drain(..).partition(|(k, _)| k.starts_with(&format!("{prefix}_")));
         for (k, v) in rest {
             done.push((format!("{prefix}_{k}"), v));
         }
@@ -742,6 +792,99 @@ impl<'a> Trainer<'a> {
         }
         self.early_stopping_on_evaluate(&metrics)?;
         Ok(metrics)
+    }
+
+    /// The scripted compute_metrics entry of this call for eval set `k` (its keys as scripted).
+    fn scripted_metrics(&mut self, k: usize) -> Vec<(String, PyJson)> {
+        let mut metrics = vec![];
+        if let Some(script) = &self.sc.metrics {
+            if self.metric_calls.len() <= k {
+                self.metric_calls.resize(k + 1, 0);
+            }
+            let call = self.metric_calls[k];
+            self.metric_calls[k] += 1;
+            if let Some(entry) = script.get(call) {
+                let part: Option<&serde_json::Map<String, serde_json::Value>> = match &self.evals[k].name {
+                    Some(name) => entry.get(name).and_then(|v| v.as_object()),
+                    None => Some(entry),
+                };
+                if let Some(part) = part {
+                    for (mk, mv) in part {
+                        metrics.push((mk.clone(), PyJson::from(mv)));
+                    }
+                }
+            }
+        }
+        metrics
+    }
+
+    /// A plan's metrics without given values: the scripted ones, and assumed values for the eval
+    /// loss (and for the metric for best model when the config's compute_metrics is unknown).
+    fn assumed_metrics(&mut self, k: usize, prefix: &str) -> Vec<(String, PyJson)> {
+        let mut metrics = self.scripted_metrics(k);
+        let loss_key = format!("{prefix}_loss");
+        let mut keys = vec![];
+        if !self.evals[k].x.is_empty() {
+            keys.push(loss_key);
+        }
+        let feed = self.plan.as_ref().expect("a plan");
+        if let Some(m) = self.args.metric_to_check() {
+            let known = keys.contains(&m) || metrics.iter().any(|(mk, _)| *mk == m || format!("{prefix}_{mk}") == m);
+            if feed.metric_keys_unknown && !known && m.starts_with(&format!("{prefix}_")) {
+                keys.push(m);
+            }
+        }
+        let best_key = self.args.metric_to_check();
+        let greater = self.args.greater_is_better.unwrap_or(true);
+        let step = self.state.global_step;
+        let feed = self.plan.as_mut().expect("a plan");
+        for key in keys {
+            let c = match feed.counts.iter_mut().find(|(kk, _)| *kk == key) {
+                Some((_, c)) => {
+                    *c += 1;
+                    *c
+                }
+                None => {
+                    feed.counts.push((key.clone(), 1));
+                    1
+                }
+            };
+            // Strictly better at every evaluation, by 1 (past any threshold of early stopping
+            // or ReduceLROnPlateau's relative test).
+            let up = best_key.as_deref() == Some(key.as_str()) && greater;
+            let v = if up { c as f64 } else { -(c as f64) };
+            feed.assumed.push((step, key.clone()));
+            metrics.push((key, PyJson::Float(v)));
+        }
+        metrics
+    }
+
+    /// A trained run's metrics of one eval set: the eval loss of the model and the scripted
+    /// metrics.
+    fn computed_metrics(&mut self, k: usize, prefix: &str) -> Vec<(String, PyJson)> {
+        let set = &self.evals[k];
+        let bs = self.args.per_device_eval_batch_size;
+        let n = set.x.len();
+        let rows: Vec<usize> = (0..n).collect();
+        let mut losses: Vec<f32> = vec![];
+        let chunks: Vec<&[usize]> = rows.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).collect();
+        let nbatches = chunks.len();
+        for (bi, c) in chunks.into_iter().enumerate() {
+            let (x, y) = set.batch(c);
+            let l = tch::no_grad(|| self.model.loss(&x, &y));
+            let l = f32::try_from(&l).unwrap();
+            // losses.repeat(eval_batch_size), then gather_for_metrics drops the padding of the
+            // last batch.
+            let keep = if bi + 1 == nbatches { c.len() } else { bs };
+            losses.extend(std::iter::repeat_n(l, keep));
+        }
+        let mut metrics = self.scripted_metrics(k);
+        if !losses.is_empty() {
+            let finite: Vec<f32> = losses.iter().copied().filter(|l| l.is_finite()).collect();
+            let use_ = if self.profile.eval_loss_skips_nonfinite && !finite.is_empty() { finite } else { losses };
+            metrics.push((format!("{prefix}_loss"), PyJson::Float(numpy_mean_f32(&use_) as f64)));
+        }
+        metrics
     }
 
     fn early_stopping_checks(&self, _patience: i64) -> Result<(), HfError> {
@@ -1136,6 +1279,11 @@ fn optim_kind(args: &Args) -> Result<AdamWKind, HfError> {
 }
 
 /// Python's `round(x, n)` for floats.
+/// Keys a plan ignores in given metrics (the contract's ignored class).
+fn is_volatile_key(k: &str) -> bool {
+    k.ends_with("_runtime") || k.ends_with("_per_second")
+}
+
 pub fn py_round(x: f64, n: usize) -> f64 {
     if !x.is_finite() {
         return x;
