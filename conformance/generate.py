@@ -392,8 +392,36 @@ def diff_run_dirs(golden, fresh):
         else:
             with open(pa, "rb") as x, open(pb, "rb") as y:
                 if x.read() != y.read():
-                    out.append(f"{p}: bytes differ")
+                    why = _tensor_file_difference(pa, pb)
+                    if why is None:
+                        FLOAT_CLASS_ONLY.append(p)
+                    else:
+                        out.append(f"{p}: bytes differ ({why})")
     return out
+
+
+# Tensor files whose bytes differ but whose loaded values agree within the float class: the same
+# HF and torch on another CPU round the last bit of a weight differently (seen: torch 2.1-2.4 on
+# AMD EPYC vs the machine that wrote the goldens). Reported in the summary, not failed.
+FLOAT_CLASS_ONLY = []
+TENSOR_FILE = re.compile(r"\.(bin|pt|pth|safetensors)$")
+
+
+def _tensor_file_difference(pa, pb):
+    """None when two torch/safetensors files load (as this version of HF loads them) to the same
+    structure, keys, dtypes, shapes, exact integers and arrays, and floats within the float class
+    (conformance/README.md, "Check mode"); otherwise the first difference."""
+    if not TENSOR_FILE.search(pa):
+        return "not a tensor file"
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import load_check
+    try:
+        a, b = load_check.load(pa), load_check.load(pb)
+    except Exception as e:  # an unreadable file is a difference, never a pass
+        return f"does not load: {type(e).__name__}: {e}"
+    diffs = []
+    load_check.same(a, b, "", diffs)
+    return diffs[0] if diffs else None
 
 
 # ---------------------------------------------------------------- main
@@ -481,6 +509,9 @@ def main(argv=None):
             for d in diffs:
                 print(f"    {d}")
     shutil.rmtree(target)
+    if FLOAT_CLASS_ONLY:
+        print(f"{len(FLOAT_CLASS_ONLY)} tensor file(s) differ in bytes but agree within the float class "
+              f"(CPU arithmetic, e.g. {FLOAT_CLASS_ONLY[0]})")
     print(f"check hf-{a.hf}: {len(scs) - bad} clean, {bad} differing" if bad else
           f"check hf-{a.hf}: all {len(scs)} scenarios clean")
     return 1 if bad else 0
