@@ -1,28 +1,194 @@
-//! The `ckptspec` command line. See README.md.
-use ckptspec::{conformance, diff, profile::{self, Profile}, runner, trainer::SaveMode};
+//! The `ckptspec` command line (clap, derive API). See README.md.
+//!
+//! Exit status: 0 on success, 1 where a command finds what it checks for (a failing cell, a
+//! difference, a stale CHANGES.md, a folder a resume would trip over), 2 on the tool's own errors
+//! (`error: ...` on stderr) and on usage errors (clap's message on stderr).
+use ckptspec::{conformance, diff, inspect, plan, profile::{self, Profile}, runner, trainer::SaveMode};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage:
-  ckptspec conformance [--hf VERSION]... [--only NAME]... [--scenarios DIR] [--golden DIR] [--jobs N] [--atomic]
-      run every scenario through the Rust trainer for every HF profile and diff with golden/
-  ckptspec run PATH --hf VERSION --out DIR [--atomic]
-      run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/)
-      --atomic: write each checkpoint into a staging folder, fsync it, publish it by one rename
-      (the same files; README \"Atomic mode\")
-  ckptspec versions [--per-release]
-      the behavior table: every behavior that differs between HF releases, with the release of
-      each change (--per-release: its value in every profiled release, tab-separated)
-  ckptspec changes [--check] [--golden DIR] [--out FILE]
-      write conformance/CHANGES.md from the golden folders alone (--check: fail when stale)
-  ckptspec diff EXPECTED ACTUAL [--max N]
-      compare two run directories (or two bare HF output folders): structure, JSON fields,
-      tensors, error; prints the first difference and up to N (default 50) of all of them;
-      exit status 0 when they agree, 1 when they differ";
+/// The executable specification of the HuggingFace Trainer's checkpoint rules, for every
+/// profiled HF release, with a Rust reference trainer that reproduces HF's output folders.
+#[derive(Debug, Parser)]
+#[command(name = "ckptspec", version, propagate_version = true, arg_required_else_help = true)]
+#[command(after_help = "Exit status: 0 on success, 1 where the command finds what it checks for (see each \
+command's help), 2 on the tool's own errors (`error: ...` on stderr) and on usage errors.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Conformance(ConformanceArgs),
+    Run(RunArgs),
+    Versions(VersionsArgs),
+    Changes(ChangesArgs),
+    Diff(DiffArgs),
+    Plan(PlanArgs),
+    Inspect(InspectArgs),
+}
+
+/// Run every scenario through the Rust trainer for every HF profile and diff with golden/.
+///
+/// Prints a matrix (one row per scenario, one column per HF version: pass, FAIL, n/i,
+/// no-golden; one character per cell with more than 6 versions) and the first difference of
+/// each failure.
+///
+/// Exit status: 0 when every cell passes, 1 when any fails, 2 on the tool's own errors.
+#[derive(Debug, Args)]
+struct ConformanceArgs {
+    /// An HF version to run (repeatable; default: every profile). A profiled version
+    /// (`ckptspec versions` lists them), or another patch of a profiled minor, which runs that
+    /// minor's profile and says so in one line on stderr.
+    #[arg(long = "hf", value_name = "VERSION")]
+    hf: Vec<String>,
+    /// Run only the scenario of this name (repeatable; default: every scenario).
+    #[arg(long, value_name = "NAME")]
+    only: Vec<String>,
+    /// The folder of scenario files.
+    #[arg(long, value_name = "DIR", default_value_os_t = conformance::Options::default().scenarios)]
+    scenarios: PathBuf,
+    /// The folder of golden folders (golden/hf-<version>/<scenario>/).
+    #[arg(long, value_name = "DIR", default_value_os_t = conformance::Options::default().golden)]
+    golden: PathBuf,
+    /// Cells judged at once (default: the machine's cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Write each checkpoint into a staging folder, fsync it, publish it by one rename (the same
+    /// files; README "Atomic mode").
+    #[arg(long)]
+    atomic: bool,
+}
+
+/// Run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/).
+///
+/// An error HF raises for a scenario is its result (in result.json, exit status 0); a broken
+/// scenario file is the tool's own error (exit status 2, nothing written).
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// A scenario file, or a folder of them.
+    #[arg(value_name = "PATH")]
+    path: PathBuf,
+    /// The HF version: a profiled one, or another patch of a profiled minor (runs that minor's
+    /// profile and says so in one line on stderr).
+    #[arg(long = "hf", value_name = "VERSION")]
+    hf: String,
+    /// The run directory to write (for a folder: one run directory per scenario under it).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Write each checkpoint into a staging folder, fsync it, publish it by one rename (the same
+    /// files; README "Atomic mode").
+    #[arg(long)]
+    atomic: bool,
+}
+
+/// Print the behavior table: every behavior that differs between HF releases, with the release
+/// of each change.
+///
+/// A second table lists torch's own changes by torch release, and which profile uses which torch.
+#[derive(Debug, Args)]
+struct VersionsArgs {
+    /// Print each behavior's value in every profiled release instead (tab-separated).
+    #[arg(long)]
+    per_release: bool,
+}
+
+/// Write conformance/CHANGES.md from the golden folders alone.
+///
+/// Exit status: 0 when written (or, with --check, current), 1 with --check when stale, 2 on the
+/// tool's own errors.
+#[derive(Debug, Args)]
+struct ChangesArgs {
+    /// Write nothing; fail (exit status 1) when the file is stale.
+    #[arg(long)]
+    check: bool,
+    /// The folder of golden folders.
+    #[arg(long, value_name = "DIR", default_value_os_t = ckptspec::changes::Options::default().golden)]
+    golden: PathBuf,
+    /// The file to write (or check).
+    #[arg(long, value_name = "FILE", default_value_os_t = ckptspec::changes::Options::default().out)]
+    out: PathBuf,
+}
+
+/// Compare two run directories (or two bare HF output folders).
+///
+/// Compares structure, JSON fields, tensors and the error; prints the first difference and up
+/// to N of all of them.
+///
+/// Exit status: 0 when they agree, 1 when they differ, 2 on the tool's own errors.
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The expected folder (e.g. golden/hf-5.24.0/<scenario>).
+    #[arg(value_name = "EXPECTED")]
+    expected: PathBuf,
+    /// The folder to check against it.
+    #[arg(value_name = "ACTUAL")]
+    actual: PathBuf,
+    /// Print at most N differences.
+    #[arg(long = "max", value_name = "N", default_value_t = 50)]
+    max: usize,
+}
+
+/// The checkpoint timeline and the answers for a user's config, without training.
+///
+/// Runs the checkpoint rules of each HF version given on the config, with the given (or assumed)
+/// evaluation metrics and no tensor math.
+///
+/// The tool's own errors (an unreadable config, an unknown --hf) exit 2.
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// A scenario file (format v1/v2), a JSON or YAML file of TrainingArguments keyword arguments
+    /// as a user passes them, or a training_args.bin from a real run.
+    #[arg(value_name = "CONFIG")]
+    config: PathBuf,
+    /// The HF versions to plan for: repeatable, also a comma list (`4.46.3,5.24.0`), or `all`
+    /// for every profile (`ckptspec versions` lists them).
+    #[arg(long = "hf", value_name = "VERSION", required = true)]
+    hf: Vec<String>,
+    /// The number of training rows (or give --steps-per-epoch).
+    #[arg(long, value_name = "N", conflicts_with = "steps_per_epoch")]
+    train_rows: Option<usize>,
+    /// The evaluation rows: `M`, or named evaluation sets `a=8,b=4`.
+    #[arg(long, value_name = "SPEC")]
+    eval_rows: Option<String>,
+    /// The optimizer steps per epoch (instead of --train-rows).
+    #[arg(long, value_name = "K")]
+    steps_per_epoch: Option<usize>,
+    /// A JSON list of evaluation results, one per evaluation round, as HF logs them
+    /// (e.g. {"eval_loss": 0.3, "eval_f1": 0.8}).
+    #[arg(long, value_name = "FILE", conflicts_with = "metrics_from")]
+    metrics: Option<PathBuf>,
+    /// A trainer_state.json whose log_history evaluations are used in order.
+    #[arg(long, value_name = "FILE")]
+    metrics_from: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a real HF output folder holds, and whether a resume or load_best_model_at_end would
+/// work on it.
+///
+/// Also says how the folder deviates from its own plan.
+///
+/// Exit status: 0 when nothing would break a resume or load_best_model_at_end, 1 when something
+/// would, 2 on the tool's own errors.
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The Trainer's output_dir (the folder holding checkpoint-N/).
+    #[arg(value_name = "OUTPUT_DIR")]
+    dir: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match real_main(&args) {
+    // Usage errors, --help and --version: clap prints and exits (2 for usage errors, 0 else).
+    let cli = Cli::parse();
+    match real_main(cli.command) {
         Ok(code) => code,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -40,104 +206,66 @@ fn resolve_hf(asked: &str) -> Result<String, String> {
     Ok(r.profile().to_string())
 }
 
-fn real_main(args: &[String]) -> Result<ExitCode, String> {
-    let Some(cmd) = args.first() else {
-        return Err(format!("no command given\n{USAGE}"));
-    };
-    let rest = &args[1..];
-    match cmd.as_str() {
-        "conformance" => {
-            let mut opts = conformance::Options::default();
-            let mut it = rest.iter();
-            while let Some(a) = it.next() {
-                let mut val = |flag: &str| it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
-                match a.as_str() {
-                    "--hf" => opts.versions.push(resolve_hf(&val("--hf")?)?),
-                    "--only" => opts.only.push(val("--only")?),
-                    "--scenarios" => opts.scenarios = PathBuf::from(val("--scenarios")?),
-                    "--golden" => opts.golden = PathBuf::from(val("--golden")?),
-                    "--atomic" => opts.mode = SaveMode::Atomic,
-                    "--jobs" => {
-                        let v = val("--jobs")?;
-                        opts.jobs = v.parse().map_err(|_| format!("--jobs {v}: not a number"))?;
-                    }
-                    other => return Err(format!("unknown option {other}\n{USAGE}")),
-                }
-            }
+fn save_mode(atomic: bool) -> SaveMode {
+    if atomic {
+        SaveMode::Atomic
+    } else {
+        SaveMode::HfCompatible
+    }
+}
+
+fn real_main(command: Command) -> Result<ExitCode, String> {
+    match command {
+        Command::Conformance(a) => {
+            let default = conformance::Options::default();
+            let opts = conformance::Options {
+                versions: a.hf.iter().map(|v| resolve_hf(v)).collect::<Result<_, _>>()?,
+                only: a.only,
+                scenarios: a.scenarios,
+                golden: a.golden,
+                jobs: a.jobs.unwrap_or(default.jobs),
+                mode: save_mode(a.atomic),
+            };
             let summary = conformance::run(&opts).map_err(|e| e.to_string())?;
             Ok(if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        "run" => {
-            let (mut path, mut hf, mut out, mut mode) = (None, None, None, SaveMode::HfCompatible);
-            let mut it = rest.iter();
-            while let Some(a) = it.next() {
-                match a.as_str() {
-                    "--hf" => hf = it.next().cloned(),
-                    "--out" => out = it.next().map(PathBuf::from),
-                    "--atomic" => mode = SaveMode::Atomic,
-                    p if !p.starts_with("--") && path.is_none() => path = Some(PathBuf::from(p)),
-                    other => return Err(format!("unexpected argument {other}\n{USAGE}")),
-                }
-            }
-            let path = path.ok_or(format!("run needs a scenario file or folder\n{USAGE}"))?;
-            let hf = hf.ok_or(format!("run needs --hf VERSION\n{USAGE}"))?;
-            let out = out.ok_or(format!("run needs --out DIR\n{USAGE}"))?;
-            let profile = Profile::get(&resolve_hf(&hf)?)?;
-            runner::run_path_with(&path, &profile, &out, mode).map_err(|e| e.to_string())?;
+        Command::Run(a) => {
+            let profile = Profile::get(&resolve_hf(&a.hf)?)?;
+            runner::run_path_with(&a.path, &profile, &a.out, save_mode(a.atomic)).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        "diff" => {
-            let mut paths = Vec::new();
-            let mut cap = 50usize;
-            let mut it = rest.iter();
-            while let Some(a) = it.next() {
-                match a.as_str() {
-                    "--max" => {
-                        let v = it.next().ok_or(format!("--max needs a number\n{USAGE}"))?;
-                        cap = v.parse().map_err(|_| format!("--max {v}: not a number\n{USAGE}"))?;
-                    }
-                    p if !p.starts_with("--") && paths.len() < 2 => paths.push(PathBuf::from(p)),
-                    other => return Err(format!("unexpected argument {other}\n{USAGE}")),
-                }
-            }
-            let [expected, actual] = <[PathBuf; 2]>::try_from(paths)
-                .map_err(|_| format!("diff needs two folders, EXPECTED and ACTUAL\n{USAGE}"))?;
-            for p in [&expected, &actual] {
+        Command::Diff(a) => {
+            for p in [&a.expected, &a.actual] {
                 if !p.is_dir() {
                     return Err(format!("{}: not a folder", p.display()));
                 }
             }
-            let rep = diff::compare_run_dirs(&expected, &actual).map_err(|e| e.to_string())?;
-            print!("{}", rep.render(&expected, &actual, cap));
+            let rep = diff::compare_run_dirs(&a.expected, &a.actual).map_err(|e| e.to_string())?;
+            print!("{}", rep.render(&a.expected, &a.actual, a.max));
             Ok(if rep.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        "versions" => {
-            let per_release = match rest {
-                [] => false,
-                [f] if f == "--per-release" => true,
-                _ => return Err(format!("unexpected arguments {rest:?}\n{USAGE}")),
-            };
-            print!("{}", profile::render_table(per_release));
+        Command::Versions(a) => {
+            print!("{}", profile::render_table(a.per_release));
             Ok(ExitCode::SUCCESS)
         }
-        "changes" => {
-            let mut opts = ckptspec::changes::Options::default();
-            let mut it = rest.iter();
-            while let Some(a) = it.next() {
-                let mut val = |flag: &str| it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
-                match a.as_str() {
-                    "--check" => opts.check = true,
-                    "--golden" => opts.golden = PathBuf::from(val("--golden")?),
-                    "--out" => opts.out = PathBuf::from(val("--out")?),
-                    other => return Err(format!("unknown option {other}\n{USAGE}")),
-                }
-            }
+        Command::Changes(a) => {
+            let opts = ckptspec::changes::Options { check: a.check, golden: a.golden, out: a.out, ..Default::default() };
             ckptspec::changes::main(&opts)
         }
-        "help" | "-h" | "--help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
+        Command::Plan(a) => {
+            // The --hf strings go through unchanged: plan resolves them (comma lists, `all`).
+            let opts = plan::Options {
+                config: a.config,
+                hf: a.hf,
+                train_rows: a.train_rows,
+                eval_rows: a.eval_rows,
+                steps_per_epoch: a.steps_per_epoch,
+                metrics: a.metrics,
+                metrics_from: a.metrics_from,
+                json: a.json,
+            };
+            plan::main(&opts)
         }
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+        Command::Inspect(a) => inspect::main(&inspect::Options { dir: a.dir, json: a.json }),
     }
 }

@@ -1,5 +1,6 @@
 //! The CLI's contract: HF's errors are results (exit 0), the tool's own errors name the file and
-//! field and exit non-zero, and nothing is written half-way for a broken scenario.
+//! field and exit non-zero, and nothing is written half-way for a broken scenario; --help and
+//! --version exit 0 on stdout, usage errors (clap's messages) exit 2 on stderr.
 use assert_fs::prelude::*;
 use std::process::Command;
 
@@ -133,4 +134,99 @@ fn versions_prints_the_behavior_table() {
     assert_eq!(code, 0);
     let header = out.lines().next().unwrap();
     assert_eq!(header.split('\t').count(), 1 + ckptspec::profile::supported().len());
+}
+
+/// Every subcommand with the options its `--help` must explain.
+const COMMANDS: &[(&str, &[&str])] = &[
+    ("conformance", &["--hf", "--only", "--scenarios", "--golden", "--jobs", "--atomic"]),
+    ("run", &["PATH", "--hf", "--out", "--atomic"]),
+    ("versions", &["--per-release"]),
+    ("changes", &["--check", "--golden", "--out"]),
+    ("diff", &["EXPECTED", "ACTUAL", "--max"]),
+    (
+        "plan",
+        &["CONFIG", "--hf", "--train-rows", "--eval-rows", "--steps-per-epoch", "--metrics", "--metrics-from", "--json"],
+    ),
+    ("inspect", &["OUTPUT_DIR", "--json"]),
+];
+
+#[test]
+fn help_goes_to_stdout_with_exit_status_zero() {
+    for flag in ["--help", "-h"] {
+        let (code, out, err) = ckptspec(&[flag]);
+        assert_eq!(code, 0, "{flag}: {err}");
+        for (cmd, _) in COMMANDS {
+            assert!(out.contains(cmd), "{flag}: top-level help does not list {cmd}: {out}");
+        }
+        for (cmd, opts) in COMMANDS {
+            let (code, out, err) = ckptspec(&[cmd, flag]);
+            assert_eq!(code, 0, "{cmd} {flag}: {err}");
+            assert!(!out.trim().is_empty(), "{cmd} {flag}: no help on stdout");
+            for o in *opts {
+                assert!(out.contains(o), "{cmd} {flag}: help does not mention {o}: {out}");
+            }
+        }
+    }
+    // `help CMD` is `CMD --help`; the exit statuses are in the long help.
+    let (code, out, _) = ckptspec(&["help", "inspect"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("OUTPUT_DIR") && out.contains("Exit status"), "{out}");
+    for cmd in ["conformance", "diff", "inspect"] {
+        let (_, out, _) = ckptspec(&[cmd, "--help"]);
+        assert!(out.contains("0 when") && out.contains("1 when") && out.contains("2 on"), "{cmd}: {out}");
+    }
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    for flag in ["--version", "-V"] {
+        let (code, out, err) = ckptspec(&[flag]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.trim_end(), format!("ckptspec {}", env!("CARGO_PKG_VERSION")));
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_with_clap_message_on_stderr_only() {
+    let cases: &[(&[&str], &str)] = &[
+        // no command
+        (&[], "Usage"),
+        // unknown command and options
+        (&["frobnicate"], "frobnicate"),
+        (&["versions", "--bogus"], "--bogus"),
+        (&["conformance", "--bogus"], "--bogus"),
+        (&["plan", "c.json", "--hf", "5.24.0", "--bogus"], "--bogus"),
+        (&["inspect", "out", "--bogus"], "--bogus"),
+        // missing required arguments and values
+        (&["run", "conformance/scenarios/save/final-step-not-multiple.json", "--out", "/nonexistent/x"], "--hf"),
+        (&["run", "--hf", "5.24.0", "--out", "/nonexistent/x"], "PATH"),
+        (&["conformance", "--hf"], "--hf"),
+        (&["diff", "golden"], "ACTUAL"),
+        (&["plan", "c.json"], "--hf"),
+        (&["plan", "--hf", "5.24.0"], "CONFIG"),
+        (&["inspect"], "OUTPUT_DIR"),
+        // bad numbers
+        (&["conformance", "--jobs", "many"], "--jobs"),
+        (&["diff", "a", "b", "--max", "lots"], "--max"),
+        (&["plan", "c.json", "--hf", "5.24.0", "--train-rows", "x"], "--train-rows"),
+        (&["plan", "c.json", "--hf", "5.24.0", "--steps-per-epoch", "1.5"], "--steps-per-epoch"),
+    ];
+    for (args, needle) in cases {
+        let (code, out, err) = ckptspec(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: stdout: {out}");
+        assert!(err.contains(needle), "{args:?}: stderr does not name {needle}: {err}");
+    }
+}
+
+#[test]
+fn plan_rejects_conflicting_options_before_planning() {
+    for (a, b) in [("--metrics", "--metrics-from"), ("--train-rows", "--steps-per-epoch")] {
+        let val = if a == "--metrics" { ["m.json", "trainer_state.json"] } else { ["8", "2"] };
+        let (code, out, err) = ckptspec(&["plan", "c.json", "--hf", "5.24.0", a, val[0], b, val[1]]);
+        assert_eq!(code, 2, "{a} {b}: {err}");
+        assert!(out.is_empty(), "{out}");
+        // clap's conflict message, not plan's own error
+        assert!(err.contains(a) && err.contains(b) && err.contains("cannot be used with"), "{err}");
+    }
 }
