@@ -1,9 +1,29 @@
 //! `ckptspec plan CONFIG --hf VERSION...`: the checkpoint timeline and the answers for a user's
-//! config, without training: the executor run with given (or assumed) metrics and no tensor math.
-//! (Being built; see issue 10.)
+//! config, without training: for each version the executor ([`crate::trainer::plan`]) runs the
+//! config with the same policies as a trained run, with given (or assumed) metrics and no tensor
+//! math, into a temporary run directory; the checkpoints it leaves there are the plan's.
+//!
+//! - [`config`]: CONFIG (scenario file, JSON/YAML keyword arguments, training_args.bin);
+//! - [`arguments`]: which arguments reach the executor, and the ones taken out, named;
+//! - [`data`]: training rows and eval sets; [`metrics`]: `--metrics` / `--metrics-from`;
+//! - [`answers`]: the answers read from the plan's run directory;
+//! - [`render`] (text) and [`json`] (`--json`).
 
-use std::path::PathBuf;
+pub mod answers;
+pub mod arguments;
+pub mod config;
+pub mod data;
+pub mod json;
+pub mod metrics;
+pub mod render;
+
+use crate::profile::{self, Profile};
+use crate::scenario::{DataSpec, EvalSpec, FinallyCall, ModelSpec, Scenario};
+use crate::trainer::{self, PlanMetrics};
+use config::{Config, Kind};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The command line of `ckptspec plan`, as the CLI parsed it.
 #[derive(Debug, Clone, Default)]
@@ -22,7 +42,280 @@ pub struct Options {
     pub json: bool,
 }
 
-/// Runs `ckptspec plan`; Err is the tool's own error (exit 2).
-pub fn main(_opts: &Options) -> Result<ExitCode, String> {
-    Err("plan: not built yet".into())
+/// What every version's plan shares: the data options and the metrics, resolved once.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub train_rows: Option<usize>,
+    pub steps_per_epoch: Option<usize>,
+    pub eval: EvalSpec,
+    pub eval_note: String,
+    /// Per `evaluate()` call; None: assumed.
+    pub given: Option<Vec<metrics::Call>>,
+    pub metrics_note: String,
+}
+
+impl Request {
+    /// Data and metrics for `cfg` from the options. A scenario file brings its own data and
+    /// scripted metrics; the options override them (and say so).
+    pub fn new(cfg: &Config, opts: &Options) -> Result<Request, String> {
+        let eval_rows = opts.eval_rows.as_deref().map(data::parse_eval_rows).transpose()?;
+        let sc_eval = cfg.scenario.as_ref().map(|s| &s.data.eval);
+        let (eval, eval_note) = data::eval_sets(&cfg.kwargs, eval_rows.as_ref(), sc_eval);
+        let sets = data::set_names(&eval);
+        let (given, metrics_note) = match (&opts.metrics, &opts.metrics_from) {
+            (Some(_), Some(_)) => return Err("give --metrics or --metrics-from, not both".into()),
+            (Some(p), None) => {
+                let calls = metrics::load_rounds(p, &sets)?;
+                let n = calls.len();
+                (Some(calls), format!("given by {} ({n} evaluate() calls); any later evaluation is assumed", p.display()))
+            }
+            (None, Some(p)) => {
+                let calls = metrics::load_trainer_state(p)?;
+                let n = calls.len();
+                (Some(calls), format!("given by the log_history of {} ({n} evaluations); any later evaluation is assumed", p.display()))
+            }
+            (None, None) => (None, match cfg.kind {
+                Kind::Scenario => "the scenario's scripted compute_metrics; the eval loss (a model's output) is assumed".to_string(),
+                _ => "assumed (no --metrics or --metrics-from): the eval loss and the metric for best model improve at every evaluation; anything that depends on them is marked".to_string(),
+            }),
+        };
+        Ok(Request { train_rows: opts.train_rows, steps_per_epoch: opts.steps_per_epoch, eval, eval_note, given, metrics_note })
+    }
+}
+
+/// One version's plan.
+#[derive(Debug, Clone)]
+pub struct VersionPlan {
+    /// What `--hf` said (another patch maps to its minor's profile).
+    pub asked: String,
+    pub hf_version: &'static str,
+    pub config: String,
+    pub config_kind: &'static str,
+    pub classified: arguments::Classified,
+    pub train_note: String,
+    pub eval_note: String,
+    pub metrics_note: String,
+    pub finally_calls: Vec<String>,
+    /// Err: the executor could not plan this version (a gap in the model, an I/O failure).
+    pub outcome: Result<answers::Answers, String>,
+    /// The text timeline (empty when not planned).
+    pub timeline: String,
+}
+
+/// Where plans put their run directories: `$TMPDIR` when set, else `/dev/shm` where the machine
+/// has it, else the system's temporary folder. A plan's run directory is scratch, read back once
+/// and removed; its checkpoint folders are real files (model, optimizer, state), and on a disk
+/// file system writing and deleting them costs twenty times the plan itself.
+pub fn scratch_root() -> PathBuf {
+    if std::env::var_os("TMPDIR").is_some() {
+        return std::env::temp_dir();
+    }
+    let shm = Path::new("/dev/shm");
+    let writable = shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly());
+    if writable {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// A temporary run directory, removed when dropped.
+struct TempRun(PathBuf);
+
+impl TempRun {
+    fn new(version: &str) -> Result<TempRun, String> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = scratch_root().join(format!("ckptspec-plan-{}-{n}-{version}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the plan's temporary folder {}: {e}", dir.display()))?;
+        Ok(TempRun(dir))
+    }
+}
+
+impl Drop for TempRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Plans `cfg` for one profile. Err is the tool's error (e.g. the data size is needed).
+pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str) -> Result<VersionPlan, String> {
+    let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind != Kind::Scenario);
+    let resolved = match classified.spelling_error {
+        Some(_) => None,
+        None => crate::args::resolve(&classified.args, profile).ok(),
+    };
+    let sc_rows = cfg.scenario.as_ref().map(|s| s.data.train);
+    let (train, train_note) = data::train_rows(resolved.as_ref(), req.train_rows, req.steps_per_epoch, sc_rows)?;
+    let sc = match &cfg.scenario {
+        Some(base) => {
+            let mut sc = base.clone();
+            sc.args = classified.args.clone();
+            sc.data = DataSpec { train, eval: req.eval.clone() };
+            sc
+        }
+        None => Scenario {
+            name: cfg.path.file_stem().and_then(|s| s.to_str()).unwrap_or("config").to_string(),
+            summary: String::new(),
+            args: classified.args.clone(),
+            model: ModelSpec::default(),
+            data: DataSpec { train, eval: req.eval.clone() },
+            metrics: None,
+            early_stopping: None,
+            finally_calls: vec![],
+        },
+    };
+    let run = TempRun::new(profile.version)?;
+    let title = format!("plan of {} @ HF {}", cfg.path.display(), profile.version);
+    let traced = match &classified.spelling_error {
+        // The executor would spell the name for this version; HF takes it as written.
+        Some((t, m)) => write_rejected(&run.0, profile, t, m).map(|()| trainer::PlanTrace::default()),
+        None => {
+            let metrics = match &req.given {
+                Some(calls) => PlanMetrics::Given(calls.clone()),
+                None => PlanMetrics::Assumed { metric_keys_unknown: cfg.kind != Kind::Scenario },
+            };
+            trainer::plan(&sc, profile, &run.0, metrics).map_err(|e| e.to_string())
+        }
+    };
+    let (outcome, timeline) = match traced {
+        Err(e) => (Err(e), String::new()),
+        Ok(trace) => {
+            let a = answers::read(&run.0, &trace, resolved.as_ref(), &sc)?;
+            let text = render::timeline(&run.0, &title, &trace, a.assumed)?;
+            (Ok(a), text)
+        }
+    };
+    Ok(VersionPlan {
+        asked: asked.to_string(),
+        hf_version: profile.version,
+        config: cfg.path.display().to_string(),
+        config_kind: cfg.kind.label(),
+        classified,
+        train_note,
+        eval_note: req.eval_note.clone(),
+        metrics_note: req.metrics_note.clone(),
+        finally_calls: sc
+            .finally_calls
+            .iter()
+            .map(|c| match c {
+                FinallyCall::SaveModel => "save_model".to_string(),
+                FinallyCall::SaveState => "save_state".to_string(),
+            })
+            .collect(),
+        outcome,
+        timeline,
+    })
+}
+
+/// `result.json` of a version that rejects the arguments before a Trainer exists, in the shape
+/// the executor writes for its own argument errors.
+fn write_rejected(run_dir: &Path, profile: &Profile, type_: &str, message: &str) -> Result<(), String> {
+    use crate::pyjson::{DumpOptions, PyJson};
+    let result = PyJson::Dict(vec![
+        ("hf_version".into(), PyJson::Str(profile.version.into())),
+        ("error".into(), PyJson::Dict(vec![("type".into(), PyJson::Str(type_.into())), ("message".into(), PyJson::Str(message.into()))])),
+        ("final_state".into(), PyJson::Null),
+    ]);
+    let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() }).map_err(|e| e.to_string())?;
+    std::fs::write(run_dir.join("result.json"), text + "\n").map_err(|e| format!("{}: {e}", run_dir.display()))
+}
+
+/// One `--hf` value resolved: what was asked, the profile, and the note said on stderr when
+/// another patch maps to its minor's profile.
+pub type Asked = (String, &'static str, Option<String>);
+
+/// The `--hf` values: repeatable, comma lists, `all`; each resolved to its profile (another patch
+/// of a profiled minor maps to it, with a note). Oldest first, each profile once.
+pub fn resolve_versions(hf: &[String]) -> Result<Vec<Asked>, String> {
+    let all = profile::supported();
+    let mut out: Vec<Asked> = vec![];
+    for part in hf.iter().flat_map(|h| h.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+        if part == "all" {
+            for v in &all {
+                out.push((v.to_string(), v, None));
+            }
+            continue;
+        }
+        let r = profile::resolve(part)?;
+        out.push((part.to_string(), r.profile(), r.note()));
+    }
+    if out.is_empty() {
+        return Err(format!("--hf: no version given; give one or more of: all, {}", all.join(", ")));
+    }
+    let pos = |v: &str| all.iter().position(|x| *x == v).unwrap_or(usize::MAX);
+    out.sort_by_key(|(_, v, _)| pos(v));
+    out.dedup_by_key(|(_, v, _)| *v);
+    Ok(out)
+}
+
+/// Plans every version on the machine's cores; in the order given.
+pub fn plan_all(cfg: &Config, req: &Request, versions: &[Asked]) -> Result<Vec<VersionPlan>, String> {
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(versions.len()).max(1);
+    let next = AtomicUsize::new(0);
+    let slots: std::sync::Mutex<Vec<Option<Result<VersionPlan, String>>>> = std::sync::Mutex::new(vec![None; versions.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= versions.len() {
+                    break;
+                }
+                let (asked, v, _) = &versions[k];
+                let r = Profile::get(v).and_then(|p| plan_version(cfg, req, &p, asked));
+                slots.lock().expect("no poisoned slot")[k] = Some(r);
+            });
+        }
+    });
+    slots.into_inner().expect("no poisoned slot").into_iter().map(|r| r.expect("every version planned")).collect()
+}
+
+/// The text output: each version's section, then the differences when there are several.
+pub fn text(plans: &[VersionPlan]) -> String {
+    let mut s = String::new();
+    let mut shown: Vec<(String, &str)> = vec![];
+    for vp in plans {
+        let args = render::arguments_text(vp);
+        let same = shown.iter().find(|(t, _)| *t == args).map(|(_, v)| *v);
+        s.push_str(&render::section(vp, same));
+        if same.is_none() {
+            shown.push((args, vp.hf_version));
+        }
+    }
+    if plans.len() > 1 {
+        s.push_str(&render::differences(plans));
+    }
+    s
+}
+
+/// Runs `ckptspec plan`; Err is the tool's own error (exit 2). Exit 0 when every version was
+/// planned (an error HF raises is an answer), 1 when some version could not be planned.
+pub fn main(opts: &Options) -> Result<ExitCode, String> {
+    let versions = resolve_versions(&opts.hf)?;
+    let cfg = Config::load(&opts.config)?;
+    let req = Request::new(&cfg, opts)?;
+    for (_, _, note) in &versions {
+        if let Some(n) = note {
+            eprintln!("{n}");
+        }
+    }
+    let plans = plan_all(&cfg, &req, &versions)?;
+    if opts.json {
+        print!("{}", json::output(&plans));
+    } else {
+        print!("{}", text(&plans));
+    }
+    let unplanned: Vec<String> = plans
+        .iter()
+        .filter_map(|p| p.outcome.as_ref().err().map(|e| format!("HF {}: {e}", p.hf_version)))
+        .collect();
+    if unplanned.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("could not plan {} version(s):\n  {}", unplanned.len(), unplanned.join("\n  "));
+        Ok(ExitCode::from(1))
+    }
 }

@@ -1,0 +1,358 @@
+//! The answers of a plan, read from the run directory the executor left (its `result.json` and
+//! `output/`) and the executor's own record of saves and deletions. Nothing here decides what HF
+//! does: every fact comes from the executor's run; this only puts them into words a user asked
+//! for (is my last step saved, what does load_best load, do I still need save_model(), what
+//! would a resume pick).
+
+use crate::args::{Args, Interval};
+use crate::pyjson::{self, PyJson};
+use crate::scenario::Scenario;
+use crate::trainer::{DiskEvent, PlanTrace};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// What `load_best_model_at_end` does at the end of `train()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadBest {
+    /// `load_best_model_at_end` is off.
+    Off,
+    /// The weights of this checkpoint folder are loaded into the model.
+    Loads(String),
+    /// On, but no best checkpoint was recorded: nothing is loaded.
+    NoBest,
+    /// The best checkpoint named is not there: HF warns and keeps the current weights.
+    Missing(String),
+}
+
+/// One line of the plan's timeline (`--json` `events`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub step: Option<u64>,
+    /// log, evaluate, save, best, delete, stop, load_best, error.
+    pub kind: &'static str,
+    pub details: Map<String, Value>,
+}
+
+/// The answers for one version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answers {
+    /// HF's exception (type, message), if the config fails in this version.
+    pub error: Option<(String, String)>,
+    /// Whether the error struck during `train()` (a TrainerState exists) rather than before.
+    pub error_in_training: bool,
+    pub max_steps: Option<i64>,
+    /// The step training ended at.
+    pub global_step: Option<u64>,
+    pub stop_reason: Option<String>,
+    pub events: Vec<Event>,
+    /// Every checkpoint save, in order (a step saved twice appears twice).
+    pub saved_steps: Vec<u64>,
+    /// `checkpoint-N` folders in output_dir at the end, by number.
+    pub checkpoints_left: Vec<String>,
+    /// The state's `best_model_checkpoint`, as a folder name.
+    pub best_checkpoint: Option<String>,
+    /// The state's `best_global_step` (4.50+): the step of the best evaluation, saved or not.
+    pub best_step: Option<u64>,
+    /// Whether the final step was saved as a checkpoint during training (None on error).
+    pub final_step_saved: Option<bool>,
+    pub load_best: LoadBest,
+    /// The checkpoint folder left at the end that holds exactly the model's final weights.
+    pub final_weights_at: Option<String>,
+    /// None on error; see README ("Is my last step saved?").
+    pub save_model_needed: Option<bool>,
+    /// What `train(resume_from_checkpoint=True)` would pick in output_dir.
+    pub resume_pick: Option<String>,
+    /// Files written into output_dir itself (a scenario's `finally` save_model/save_state).
+    pub output_files: Vec<String>,
+    /// Every assumed metric value, as (step, key).
+    pub assumed_values: Vec<(u64, String)>,
+    /// Whether any answer depends on an assumed value of the metric for best model.
+    pub assumed: bool,
+    /// What depends on the assumed metric values.
+    pub depends_on_assumed: Vec<String>,
+}
+
+/// The number of a folder name as HF's `get_last_checkpoint` reads it (`^checkpoint\-(\d+)$`).
+pub fn checkpoint_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("checkpoint-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// HF's `get_last_checkpoint(output_dir)` (trainer_utils.py, the same 4.31 to 5.24): the
+/// highest-numbered folder named `checkpoint-N`, or None. It checks no folder's contents.
+/// (`src/inspect` is to carry the same helper for real output folders; this one reads the plan's.)
+pub fn get_last_checkpoint(output_dir: &Path) -> Option<String> {
+    checkpoint_folders(output_dir).into_iter().max_by_key(|(n, _)| *n).map(|(_, name)| name)
+}
+
+fn checkpoint_folders(output_dir: &Path) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = std::fs::read_dir(output_dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    checkpoint_number(&name).map(|n| (n, name))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The folder name of a recorded checkpoint path (`output/checkpoint-8` -> `checkpoint-8`).
+fn folder_of(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+/// Keys a plan does not show: no model was trained, so losses and gradient norms are not
+/// meaningful (the learning rate is).
+pub const NOT_MEANINGFUL: &[&str] = &["loss", "grad_norm", "train_loss", "total_flos"];
+
+/// A PyJson value as JSON output: non-finite floats as the strings Python writes for them.
+pub fn json_value(v: &PyJson) -> Value {
+    match v {
+        PyJson::Float(x) if !x.is_finite() => Value::String(pyjson::float_repr(*x)),
+        PyJson::List(items) => Value::Array(items.iter().map(json_value).collect()),
+        PyJson::Dict(d) => Value::Object(d.iter().map(|(k, x)| (k.clone(), json_value(x))).collect()),
+        other => other.to_serde().unwrap_or_else(|_| Value::String(format!("{other:?}"))),
+    }
+}
+
+/// The value shown for an assumed metric.
+pub const ASSUMED: &str = "assumed";
+
+/// Reads the answers from `run_dir` after the executor ran `sc` (with resolved `args`, None when
+/// the version rejected them) and recorded `trace`.
+pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenario) -> Result<Answers, String> {
+    let result = pyjson::read_file(run_dir.join("result.json")).map_err(|e| format!("the plan's result.json: {e}"))?;
+    let error = match result.get("error") {
+        Some(PyJson::Dict(_)) => {
+            let e = result.get("error").unwrap();
+            let s = |k| match e.get(k) {
+                Some(PyJson::Str(s)) => s.clone(),
+                _ => String::new(),
+            };
+            Some((s("type"), s("message")))
+        }
+        _ => None,
+    };
+    let state = result.get("final_state").filter(|s| **s != PyJson::Null);
+    let int = |k: &str| match state.and_then(|s| s.get(k)) {
+        Some(PyJson::Int(i)) => Some(*i as i64),
+        _ => None,
+    };
+    let max_steps = int("max_steps");
+    let global_step = int("global_step").map(|g| g.max(0) as u64);
+    let out = run_dir.join("output");
+    let checkpoints_left: Vec<String> = checkpoint_folders(&out).into_iter().map(|(_, n)| n).collect();
+    let best_checkpoint = match state.and_then(|s| s.get("best_model_checkpoint")) {
+        Some(PyJson::Str(p)) => Some(folder_of(p)),
+        _ => None,
+    };
+    let metric_key = args.and_then(|a| a.metric_to_check());
+    let assumed = metric_key.as_ref().is_some_and(|k| trace.assumed.iter().any(|(_, a)| a == k));
+    let mut saved_steps: Vec<u64> = trace
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DiskEvent::Saved { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    // A save that raised partway (HF <= 4.46 decides the best inside _save_checkpoint, after
+    // writing the weights) leaves its folder, unrecorded by the executor's trace.
+    let partial: Vec<u64> = match error {
+        Some(_) => checkpoints_left.iter().filter_map(|f| checkpoint_number(f)).filter(|n| !saved_steps.contains(n)).collect(),
+        None => vec![],
+    };
+    saved_steps.extend(&partial);
+
+    let load_best = match args {
+        Some(a) if a.load_best_model_at_end => match &best_checkpoint {
+            None => LoadBest::NoBest,
+            // Loaded before the save_total_limit=1 cleanup, which keeps the best: the folder
+            // existed at load time exactly when it is there at the end.
+            Some(b) if checkpoints_left.contains(b) => LoadBest::Loads(b.clone()),
+            Some(b) => LoadBest::Missing(b.clone()),
+        },
+        _ => LoadBest::Off,
+    };
+    let stop_reason = match (error.is_some(), global_step, max_steps) {
+        (true, _, _) | (_, None, _) => None,
+        (false, Some(g), Some(m)) if g as i64 >= m => Some(format!("max_steps={m} reached")),
+        (false, Some(_), _) if sc.early_stopping.is_some() => Some("EarlyStoppingCallback stopped training".to_string()),
+        (false, Some(_), _) => Some("the last epoch ended".to_string()),
+    };
+    let (final_step_saved, final_weights_at, save_model_needed) = match (error.is_some(), global_step) {
+        (false, Some(g)) => {
+            let last = format!("checkpoint-{g}");
+            let holder = match &load_best {
+                LoadBest::Loads(b) => Some(b.clone()),
+                _ => checkpoints_left.contains(&last).then_some(last),
+            };
+            (Some(saved_steps.contains(&g)), holder.clone(), Some(holder.is_none()))
+        }
+        _ => (None, None, None),
+    };
+    let mut output_files: Vec<String> = std::fs::read_dir(&out)
+        .map(|rd| rd.flatten().filter(|e| e.path().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    output_files.sort();
+
+    let best_assumed = |v: &PyJson| if assumed { Value::String(ASSUMED.into()) } else { json_value(v) };
+    let mut events = timeline_events(state, trace, &best_assumed, &load_best, error.as_ref(), stop_reason.as_deref(), global_step);
+    for n in &partial {
+        let mut d = Map::new();
+        d.insert("folder".into(), Value::String(format!("checkpoint-{n}")));
+        d.insert("partial".into(), Value::Bool(true));
+        let at = events.iter().position(|e| e.kind == "error").unwrap_or(events.len());
+        events.insert(at, Event { step: Some(*n), kind: "save", details: d });
+    }
+    let depends_on_assumed = if assumed { depends_on_metrics(args, sc) } else { vec![] };
+    Ok(Answers {
+        error_in_training: error.is_some() && state.is_some(),
+        error,
+        max_steps,
+        global_step,
+        stop_reason,
+        events,
+        saved_steps,
+        checkpoints_left,
+        best_checkpoint,
+        best_step: int("best_global_step").map(|g| g.max(0) as u64),
+        final_step_saved,
+        load_best,
+        final_weights_at,
+        save_model_needed,
+        resume_pick: get_last_checkpoint(&out),
+        output_files,
+        assumed_values: trace.assumed.clone(),
+        assumed,
+        depends_on_assumed,
+    })
+}
+
+/// What the config uses that reads the metric for best model.
+fn depends_on_metrics(args: Option<&Args>, sc: &Scenario) -> Vec<String> {
+    let Some(a) = args else { return vec![] };
+    let m = a.metric_to_check().unwrap_or_default();
+    let mut v = vec![format!("which checkpoint is best ({m})")];
+    if a.load_best_model_at_end {
+        v.push("what load_best_model_at_end loads, hence the final weights".into());
+    }
+    if a.save_total_limit.is_some() {
+        v.push("which folder rotation protects as the best (save_total_limit)".into());
+    }
+    if a.save_strategy == Interval::Best {
+        v.push("which evaluations save (save_strategy=\"best\")".into());
+    }
+    if sc.early_stopping.is_some() {
+        v.push("when early stopping ends training".into());
+    }
+    if matches!(a.lr_scheduler_type.as_str(), "reduce_lr_on_plateau" | "greedy") {
+        v.push(format!("the learning rate ({} steps on {m})", a.lr_scheduler_type));
+    }
+    v
+}
+
+fn timeline_events(
+    state: Option<&PyJson>,
+    trace: &PlanTrace,
+    best_value: &dyn Fn(&PyJson) -> Value,
+    load_best: &LoadBest,
+    error: Option<&(String, String)>,
+    stop_reason: Option<&str>,
+    global_step: Option<u64>,
+) -> Vec<Event> {
+    use std::collections::BTreeMap;
+    let mut at: BTreeMap<u64, (Vec<Event>, Vec<Event>)> = BTreeMap::new();
+    let assumed_at = |step: u64, key: &str| trace.assumed.iter().any(|(s, k)| *s == step && k == key);
+    if let Some(PyJson::List(hist)) = state.and_then(|s| s.get("log_history")) {
+        for e in hist {
+            let (PyJson::Dict(d), Some(PyJson::Int(step))) = (e, e.get("step")) else { continue };
+            let step = (*step).max(0) as u64;
+            if d.iter().any(|(k, _)| k == "train_loss") {
+                continue; // the end-of-training summary: the stop event stands for it
+            }
+            let is_eval = d.iter().any(|(k, _)| k.starts_with("eval_"));
+            let mut details = Map::new();
+            if let Some(ep) = e.get("epoch") {
+                details.insert("epoch".into(), json_value(ep));
+            }
+            let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::diff::is_volatile(k));
+            if is_eval {
+                let mut metrics = Map::new();
+                for (k, v) in shown {
+                    let v = if assumed_at(step, k) { Value::String(ASSUMED.into()) } else { json_value(v) };
+                    metrics.insert(k.clone(), v);
+                }
+                details.insert("metrics".into(), Value::Object(metrics));
+            } else {
+                for (k, v) in shown.filter(|(k, _)| !NOT_MEANINGFUL.contains(&k.as_str())) {
+                    details.insert(k.clone(), json_value(v));
+                }
+            }
+            let kind = if is_eval { "evaluate" } else { "log" };
+            at.entry(step).or_default().0.push(Event { step: Some(step), kind, details });
+        }
+    }
+    let mut prev_best: Option<Map<String, Value>> = None;
+    let has_best_step = state.and_then(|s| s.get("best_global_step")).is_some();
+    for ev in &trace.events {
+        match ev {
+            DiskEvent::Saved { step, folder, best } => {
+                let slot = &mut at.entry(*step).or_default().1;
+                let mut d = Map::new();
+                d.insert("folder".into(), Value::String(folder.clone()));
+                slot.push(Event { step: Some(*step), kind: "save", details: d });
+                let mut b = Map::new();
+                b.insert("best_metric".into(), best.best_metric.as_ref().map(best_value).unwrap_or(Value::Null));
+                b.insert(
+                    "best_model_checkpoint".into(),
+                    best.best_model_checkpoint.as_deref().map(|p| Value::String(folder_of(p))).unwrap_or(Value::Null),
+                );
+                if has_best_step {
+                    b.insert("best_global_step".into(), best.best_global_step.map(Value::from).unwrap_or(Value::Null));
+                }
+                let tracked = b.values().any(|v| !v.is_null());
+                if tracked && prev_best.as_ref() != Some(&b) {
+                    slot.push(Event { step: Some(*step), kind: "best", details: b.clone() });
+                }
+                prev_best = Some(b);
+            }
+            DiskEvent::Deleted { step, folder, why } => {
+                let mut d = Map::new();
+                d.insert("folder".into(), Value::String(folder.clone()));
+                d.insert("rule".into(), Value::String((*why).to_string()));
+                at.entry(*step).or_default().1.push(Event { step: Some(*step), kind: "delete", details: d });
+            }
+        }
+    }
+    let mut events: Vec<Event> = at.into_values().flat_map(|(a, b)| a.into_iter().chain(b)).collect();
+    if let Some(reason) = stop_reason {
+        let mut d = Map::new();
+        d.insert("reason".into(), Value::String(reason.into()));
+        events.push(Event { step: global_step, kind: "stop", details: d });
+    }
+    match load_best {
+        LoadBest::Loads(f) | LoadBest::Missing(f) if error.is_none() => {
+            let mut d = Map::new();
+            d.insert("folder".into(), Value::String(f.clone()));
+            d.insert("loaded".into(), Value::Bool(matches!(load_best, LoadBest::Loads(_))));
+            events.push(Event { step: global_step, kind: "load_best", details: d });
+        }
+        _ => {}
+    }
+    if let Some((t, m)) = error {
+        let mut d = Map::new();
+        d.insert("type".into(), Value::String(t.clone()));
+        d.insert("message".into(), Value::String(m.clone()));
+        events.push(Event { step: global_step, kind: "error", details: d });
+    }
+    events
+}
