@@ -427,6 +427,21 @@ behaviors! {
     archive_format_version: bool = ["2.1.0" => false, "2.7.0" => true];
 }
 
+behaviors! {
+    /// How `train(resume_from_checkpoint=...)` treats a checkpoint folder, as HF's source has it
+    /// (`ckptspec inspect` reads it). A table of its own: scenario format v1 has no resume, so no
+    /// golden outcome can show these changes (tests/changes.rs checks [`Behaviors`] only); each
+    /// change was read in the releases on both sides of it.
+    struct ResumeBehaviors;
+    /// `train()` reads the checkpoint's `trainer_state.json` unconditionally (a missing one is
+    /// `FileNotFoundError`); before, only when it exists (else the run restarts at step 0 with
+    /// the checkpoint's weights).
+    requires_trainer_state: bool = ["4.31.0" => false, "4.36.0" => true];
+    /// A restored `best_model_checkpoint` whose folder is gone is dropped with a warning ("The
+    /// best checkpoint ... does not exist anymore. Ignoring it for this run.").
+    drops_missing_best: bool = ["4.31.0" => false, "5.17.0" => true];
+}
+
 impl TorchLayout {
     /// torch 2.1.2 (with transformers 4.31.0) and torch 2.13.0 (with 5.24.0): for tests.
     pub fn v2_1() -> TorchLayout {
@@ -655,6 +670,10 @@ pub fn render_table(per_release: bool) -> String {
                 .collect();
             out.push_str(&format!("{}\t{}\n", row.name, cells.join("\t")));
         }
+        for row in ResumeBehaviors::table() {
+            let cells: Vec<String> = vs.iter().map(|v| at(&row.changes, Version::parse(v).expect("profile versions parse"))).collect();
+            out.push_str(&format!("resume.{}\t{}\n", row.name, cells.join("\t")));
+        }
         for row in TorchLayout::table() {
             let cells: Vec<String> = profiles.iter().map(|p| at(&row.changes, p.torch)).collect();
             out.push_str(&format!("torch.{}\t{}\n", row.name, cells.join("\t")));
@@ -667,6 +686,12 @@ pub fn render_table(per_release: bool) -> String {
     out.push_str(&format!("{} profiles: {}\n\n", supported().len(), supported().join(" ")));
     out.push_str("behavior, then each change: the release it first appears in, and the value from then on\n\n");
     for row in &rows {
+        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
+        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
+        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
+    }
+    out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source; format v1 has no resume)\n\n");
+    for row in ResumeBehaviors::table() {
         let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
         out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
         out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));

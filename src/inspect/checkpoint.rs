@@ -1,0 +1,506 @@
+//! One `checkpoint-N` folder: is it complete for a resume in its version, and what would
+//! `train(resume_from_checkpoint=<it>)` do with it.
+//!
+//! "Complete" means every file a save of this version writes for these arguments is present and
+//! reads fully: torch files through [`crate::torch_format`] (every zip record CRC32-checked),
+//! safetensors through [`crate::safetensors`] (offsets, sizes, every tensor read), JSON through
+//! [`crate::pyjson`] (Python's `json`, so `NaN` and `Infinity` parse). What a save writes
+//! (`_save_checkpoint`, every release 4.31-5.24): the weights (`model.safetensors`, or
+//! `pytorch_model.bin` where `save_safetensors` exists and is False), `config.json` (a
+//! `PreTrainedModel`), `training_args.bin`, `trainer_state.json`, and unless `save_only_model`
+//! `optimizer.pt`, `scheduler.pt` and `rng_state.pth` (`rng_state_<rank>.pth` in a distributed
+//! run). `scaler.pt` only comes with fp16 loss scaling and is checked when present.
+//!
+//! What a resume needs is what HF's loaders do, read in every profiled release:
+//! * `_load_from_checkpoint` (4.31-5.24): `ValueError("Can't find a valid checkpoint at ...")`
+//!   without any weights file; it parses `config.json` when present
+//!   (`PretrainedConfig.from_json_file`); it loads `model.safetensors` when the arguments prefer
+//!   it (4.x: `save_safetensors` and the file exists; 5.x, which has no `save_safetensors`:
+//!   whenever it exists) and `pytorch_model.bin` otherwise, so a 4.x run with
+//!   `save_safetensors=False` and only a safetensors file fails in `torch.load`.
+//! * `TrainerState.load_from_json` (4.31-5.24): `TrainerState(**json.loads(text))`, so a file
+//!   that is not a JSON object, or has a key the release's `TrainerState` lacks, raises. Whether
+//!   `train()` reads it when it is missing is the resume table's `requires_trainer_state`
+//!   (from 4.36 unconditionally: `FileNotFoundError`; before, the resumed run starts at step 0
+//!   with the checkpoint's weights).
+//! * `_load_optimizer_and_scheduler` (4.31-5.24): loads both only when `optimizer.pt` and
+//!   `scheduler.pt` both exist; otherwise it skips both without a word, and the resumed run
+//!   starts a fresh optimizer and schedule.
+//! * `_load_rng_state` (4.31-5.24): a missing `rng_state.pth` is only logged (info); a present
+//!   one is `torch.load`ed and indexed `["python"]`, `["numpy"]`, `["cpu"]`, so a corrupt one
+//!   raises. (HF loads it when the training loop reaches the resumed epoch: a resume of a run
+//!   that has nothing left to train never reads it; a corrupt file is still reported as a
+//!   failing resume.)
+//! * `training_args.bin` is never read by a resume: missing or corrupt, the checkpoint is
+//!   incomplete but resumes.
+
+use super::training_args::{self, TrainingArgsFile};
+use crate::profile::Profile;
+use crate::pyjson::PyJson;
+use crate::torch_format::{self, FormatError, LoadOptions, Value};
+use std::path::{Path, PathBuf};
+
+/// What one file of the folder turned out to be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileState {
+    Ok,
+    Missing,
+    /// Present but unreadable or not what HF's loader accepts; the reason.
+    Corrupt(String),
+    /// Names a global the restricted reader does not admit: not read further (nothing run).
+    Unchecked(String),
+}
+
+/// The verdict on one folder.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// The folder name (`checkpoint-8`).
+    pub name: String,
+    pub path: PathBuf,
+    /// The step HF reads from the name (`^checkpoint\-(\d+)$`); None for other names.
+    pub step: Option<u64>,
+    /// Folder mtime, seconds since the epoch.
+    pub mtime: Option<f64>,
+    /// Every file looked at, in a fixed order: the expected ones, then others present.
+    pub files: Vec<(String, FileState)>,
+    /// Expected files that are absent.
+    pub missing: Vec<String>,
+    /// Files that are present but unreadable: (file, why).
+    pub corrupt: Vec<(String, String)>,
+    /// No expected file missing or corrupt, no incomplete-sentinel.
+    pub complete: bool,
+    /// Why `train(resume_from_checkpoint=<this folder>)` raises (empty: it loads).
+    pub resume_fails: Vec<String>,
+    /// What such a resume silently does not restore (it runs, but does not continue the run).
+    pub resume_degraded: Vec<String>,
+    /// Plain remarks (save_only_model, unchecked files, ...).
+    pub notes: Vec<String>,
+    /// The parsed trainer_state.json, when it parses.
+    pub state: Option<PyJson>,
+    pub args: Option<TrainingArgsFile>,
+    /// config.json's `transformers_version`.
+    pub config_version: Option<String>,
+    /// HF 5.x's `checkpoint-is-incomplete.txt` (a JIT checkpoint being written) is present.
+    pub sentinel: bool,
+}
+
+impl Checkpoint {
+    /// The state's `global_step`, if any.
+    pub fn global_step(&self) -> Option<u64> {
+        self.state.as_ref().and_then(|s| int(s.get("global_step")?)).and_then(|i| u64::try_from(i).ok())
+    }
+}
+
+pub(crate) fn int(v: &PyJson) -> Option<i128> {
+    match v {
+        PyJson::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// What decides the expected files: read before the folders are checked (from the run's
+/// training_args.bin; each checkpoint's own file overrides where it reads).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Expect {
+    pub save_only_model: bool,
+    /// `save_safetensors` where the version has it (None: it does not, 5.x).
+    pub save_safetensors: Option<bool>,
+    /// The run's checkpoints hold a config.json (the model is a `PreTrainedModel`).
+    pub config: bool,
+}
+
+impl Expect {
+    pub fn from_args(a: &TrainingArgsFile, profile: &Profile, config: bool) -> Expect {
+        Expect {
+            save_only_model: a.flag("save_only_model").unwrap_or(false),
+            save_safetensors: if profile.has_field("save_safetensors") {
+                Some(a.flag("save_safetensors").unwrap_or_else(|| profile.default_of("save_safetensors").and_then(|d| d.as_bool()).unwrap_or(true)))
+            } else {
+                None
+            },
+            config,
+        }
+    }
+
+    /// The weights file a save writes (as [`crate::args::Args::weights_file`]).
+    pub fn weights_file(&self) -> &'static str {
+        if self.save_safetensors == Some(false) {
+            "pytorch_model.bin"
+        } else {
+            "model.safetensors"
+        }
+    }
+}
+
+/// `^checkpoint\-(\d+)$` as Python's `re` matches it: `$` also matches before one final newline.
+/// (Python's `\d` also takes non-ASCII decimal digits; HF never writes them, and they are not
+/// taken here.)
+pub fn hf_step(name: &str) -> Option<u64> {
+    let body = name.strip_suffix('\n').unwrap_or(name);
+    let digits = body.strip_prefix("checkpoint-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().or(Some(u64::MAX))
+}
+
+pub(crate) fn mtime_of(p: &Path) -> Option<f64> {
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs_f64())
+}
+
+/// The field names of the version's `TrainerState` (its dataclass, as `asdict` writes it).
+pub fn state_fields(profile: &Profile) -> Vec<String> {
+    match crate::state::TrainerState::new(profile).to_json(profile) {
+        PyJson::Dict(d) => d.into_iter().map(|(k, _)| k).collect(),
+        _ => vec![],
+    }
+}
+
+/// Checks one folder.
+pub fn check(dir: &Path, profile: &Profile, run_expect: Expect, resume: &super::resume::ResumeRules) -> Checkpoint {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut c = Checkpoint {
+        step: hf_step(&name),
+        name,
+        path: dir.to_path_buf(),
+        mtime: mtime_of(dir),
+        files: vec![],
+        missing: vec![],
+        corrupt: vec![],
+        complete: false,
+        resume_fails: vec![],
+        resume_degraded: vec![],
+        notes: vec![],
+        state: None,
+        args: None,
+        config_version: None,
+        sentinel: false,
+    };
+    let present: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            let mut v: Vec<String> = rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        }
+        Err(e) => {
+            c.corrupt.push((".".into(), format!("cannot list the folder: {e}")));
+            c.resume_fails.push(format!("the folder cannot be listed: {e}"));
+            return c;
+        }
+    };
+    let has = |f: &str| present.iter().any(|p| p == f);
+
+    // training_args.bin first: the checkpoint's own arguments decide its expected files.
+    let ta = dir.join("training_args.bin");
+    let mut expect = run_expect;
+    let ta_state = if has("training_args.bin") {
+        match training_args::read_training_args(&ta) {
+            Ok(a) => {
+                expect = Expect::from_args(&a, profile, run_expect.config);
+                c.args = Some(a);
+                FileState::Ok
+            }
+            Err(e) => classify(&training_args::strip_path(&e, &ta)),
+        }
+    } else {
+        FileState::Missing
+    };
+
+    // Weights.
+    let preferred = expect.weights_file();
+    let index = format!("{preferred}.index.json");
+    let weights_state = if has(preferred) {
+        check_weights(&dir.join(preferred))
+    } else if has(&index) {
+        check_index(dir, &index)
+    } else {
+        FileState::Missing
+    };
+    c.files.push((if has(&index) && !has(preferred) { index.clone() } else { preferred.to_string() }, weights_state.clone()));
+    // The other weights file, when present, is read too (a resume may take it).
+    let other = if preferred == "model.safetensors" { "pytorch_model.bin" } else { "model.safetensors" };
+    let other_state = if has(other) { Some(check_weights(&dir.join(other))) } else { None };
+    if let Some(s) = &other_state {
+        c.files.push((other.to_string(), s.clone()));
+    }
+
+    // config.json.
+    let config_state = if has("config.json") {
+        match crate::pyjson::read_file(dir.join("config.json")) {
+            Ok(PyJson::Dict(d)) => {
+                c.config_version = d.iter().rev().find(|(k, _)| k == "transformers_version").and_then(|(_, v)| match v {
+                    PyJson::Str(s) => Some(s.clone()),
+                    _ => None,
+                });
+                FileState::Ok
+            }
+            Ok(_) => FileState::Corrupt("not a JSON object (PretrainedConfig(**config) raises)".into()),
+            Err(e) => FileState::Corrupt(e.to_string().trim_start_matches(&format!("{}: ", dir.join("config.json").display())).to_string()),
+        }
+    } else {
+        FileState::Missing
+    };
+    if expect.config || has("config.json") {
+        c.files.push(("config.json".into(), config_state.clone()));
+    }
+    c.files.push(("training_args.bin".into(), ta_state));
+
+    // trainer_state.json.
+    let fields = state_fields(profile);
+    let ts_state = if has("trainer_state.json") {
+        let p = dir.join("trainer_state.json");
+        match crate::pyjson::read_file(&p) {
+            Ok(v @ PyJson::Dict(_)) => {
+                let unknown: Vec<String> = match &v {
+                    PyJson::Dict(d) => d.iter().map(|(k, _)| k.clone()).filter(|k| !fields.contains(k)).collect(),
+                    _ => vec![],
+                };
+                let gs_ok = v.get("global_step").is_none_or(|g| int(g).is_some());
+                let state = if !unknown.is_empty() {
+                    FileState::Corrupt(format!(
+                        "key(s) {} unknown to {}'s TrainerState (TrainerState(**json) raises TypeError)",
+                        unknown.join(", "),
+                        profile.version
+                    ))
+                } else if !gs_ok {
+                    FileState::Corrupt("global_step is not an int".into())
+                } else {
+                    FileState::Ok
+                };
+                c.state = Some(v);
+                state
+            }
+            Ok(_) => FileState::Corrupt("not a JSON object (TrainerState(**json) raises TypeError)".into()),
+            Err(e) => FileState::Corrupt(training_args::strip_path(&e.to_string(), &p)),
+        }
+    } else {
+        FileState::Missing
+    };
+    c.files.push(("trainer_state.json".into(), ts_state.clone()));
+
+    // Optimizer, scheduler, RNG.
+    let opt = if has("optimizer.pt") { Some(check_torch(&dir.join("optimizer.pt"), Kind::Optimizer)) } else { None };
+    let sch = if has("scheduler.pt") { Some(check_torch(&dir.join("scheduler.pt"), Kind::Dict)) } else { None };
+    let rng_name = if has("rng_state.pth") {
+        Some("rng_state.pth".to_string())
+    } else {
+        present.iter().find(|f| f.starts_with("rng_state_") && f.ends_with(".pth")).cloned()
+    };
+    let rng = rng_name.as_ref().map(|f| check_torch(&dir.join(f), Kind::Rng));
+    let want_opt = !expect.save_only_model;
+    for (f, s) in [("optimizer.pt", &opt), ("scheduler.pt", &sch)] {
+        if want_opt || s.is_some() {
+            c.files.push((f.to_string(), s.clone().unwrap_or(FileState::Missing)));
+        }
+    }
+    if want_opt || rng.is_some() {
+        c.files.push((rng_name.clone().unwrap_or_else(|| "rng_state.pth".into()), rng.clone().unwrap_or(FileState::Missing)));
+    }
+    if has("scaler.pt") {
+        c.files.push(("scaler.pt".into(), check_torch(&dir.join("scaler.pt"), Kind::Dict)));
+    }
+    if expect.save_only_model {
+        c.notes.push("save_only_model: no optimizer, scheduler or RNG state by design; a resume starts them afresh".into());
+    }
+
+    // Anything else: JSON parses, torch files read; not required.
+    for f in &present {
+        if c.files.iter().any(|(n, _)| n == f) || *f == index {
+            continue;
+        }
+        if f == "checkpoint-is-incomplete.txt" {
+            c.sentinel = true;
+            continue;
+        }
+        let p = dir.join(f);
+        let st = if p.is_dir() {
+            continue;
+        } else if f.ends_with(".json") {
+            match crate::pyjson::read_file(&p) {
+                Ok(_) => FileState::Ok,
+                Err(e) => FileState::Corrupt(training_args::strip_path(&e.to_string(), &p)),
+            }
+        } else if f.ends_with(".pt") || f.ends_with(".pth") || f.ends_with(".bin") {
+            check_torch(&p, Kind::Any)
+        } else if f.ends_with(".safetensors") {
+            check_weights(&p)
+        } else {
+            continue;
+        };
+        c.files.push((f.clone(), st));
+    }
+
+    for (f, s) in &c.files {
+        match s {
+            FileState::Missing => c.missing.push(f.clone()),
+            FileState::Corrupt(why) => c.corrupt.push((f.clone(), why.clone())),
+            FileState::Unchecked(why) => c.notes.push(format!("{f}: not checked: {why}")),
+            FileState::Ok => {}
+        }
+    }
+    c.complete = c.missing.is_empty() && c.corrupt.is_empty() && !c.sentinel;
+    if c.sentinel {
+        c.notes.push("checkpoint-is-incomplete.txt is present: HF 5.x's JIT checkpoint was still being written".into());
+    }
+
+    // The resume verdict.
+    let any_weights = present.iter().any(|f| {
+        ["pytorch_model.bin", "model.safetensors", "pytorch_model.bin.index.json", "model.safetensors.index.json", "adapter_model.bin", "adapter_model.safetensors"]
+            .contains(&f.as_str())
+    });
+    if !any_weights {
+        c.resume_fails.push(format!("no weights file: _load_from_checkpoint raises ValueError(\"Can't find a valid checkpoint at {}\")", c.name));
+    } else {
+        // The file _load_from_checkpoint loads: safetensors when preferred and present.
+        let (loaded, state) = if preferred == "model.safetensors" && has("model.safetensors") {
+            ("model.safetensors", weights_state.clone())
+        } else if has("pytorch_model.bin") {
+            ("pytorch_model.bin", if preferred == "pytorch_model.bin" { weights_state.clone() } else { other_state.clone().unwrap_or(FileState::Missing) })
+        } else if has(&index) || has("model.safetensors.index.json") || has("pytorch_model.bin.index.json") {
+            ("the sharded weights", weights_state.clone())
+        } else {
+            ("pytorch_model.bin", FileState::Missing)
+        };
+        match state {
+            FileState::Missing => c.resume_fails.push(format!(
+                "it loads {loaded}, which is absent (save_safetensors=False: torch.load raises FileNotFoundError)"
+            )),
+            FileState::Corrupt(why) => c.resume_fails.push(format!("{loaded} does not load: {why}")),
+            _ => {}
+        }
+    }
+    if let FileState::Corrupt(why) = &config_state {
+        c.resume_fails.push(format!("config.json does not parse (PretrainedConfig.from_json_file raises): {why}"));
+    }
+    match &ts_state {
+        FileState::Missing if resume.requires_trainer_state => {
+            c.resume_fails.push("trainer_state.json is missing: train() reads it unconditionally (FileNotFoundError)".into())
+        }
+        FileState::Missing => c.resume_degraded.push(
+            "trainer_state.json is missing: the resumed run starts at step 0 with this checkpoint's weights (this release reads the state only when the file exists)".into(),
+        ),
+        FileState::Corrupt(why) => c.resume_fails.push(format!("trainer_state.json does not load: {why}")),
+        _ => {}
+    }
+    match (&opt, &sch) {
+        (Some(o), Some(s)) => {
+            for (f, st) in [("optimizer.pt", o), ("scheduler.pt", s)] {
+                if let FileState::Corrupt(why) = st {
+                    c.resume_fails.push(format!("{f} does not load: {why}"));
+                }
+            }
+        }
+        _ if !expect.save_only_model => {
+            let gone: Vec<&str> = [("optimizer.pt", &opt), ("scheduler.pt", &sch)].iter().filter(|(_, s)| s.is_none()).map(|(f, _)| *f).collect();
+            c.resume_degraded.push(format!(
+                "{} missing: HF loads optimizer and scheduler only when both exist, so the resumed run silently starts both afresh",
+                gone.join(" and ")
+            ));
+        }
+        _ => {}
+    }
+    match &rng {
+        Some(FileState::Corrupt(why)) => c.resume_fails.push(format!("{} does not load: {why}", rng_name.clone().unwrap_or_default())),
+        None if !expect.save_only_model => {
+            c.resume_degraded.push("rng_state.pth is missing: HF only logs it; the data order and dropout after the resume differ from an uninterrupted run".into())
+        }
+        _ => {}
+    }
+    c
+}
+
+/// A FormatError message: a refused global is "unchecked", everything else corrupt.
+fn classify(msg: &str) -> FileState {
+    if msg.contains("refusing global") {
+        FileState::Unchecked(msg.to_string())
+    } else {
+        FileState::Corrupt(msg.to_string())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// `optimizer.load_state_dict` needs `state` and `param_groups`.
+    Optimizer,
+    /// `rng_state.pth`: `_load_rng_state` indexes `python`, `numpy`, `cpu`.
+    Rng,
+    /// A state dict (`scheduler.load_state_dict`, `scaler`).
+    Dict,
+    Any,
+}
+
+/// Reads a torch file fully (every record, CRC32-checked).
+fn load_torch(path: &Path) -> Result<Value, FileState> {
+    let opts = LoadOptions { lazy: false, verify_crc: true, ..LoadOptions::default() };
+    match torch_format::load_with(path, &opts) {
+        Ok(l) => Ok(l.value),
+        Err(e @ FormatError::RefusedGlobal { .. }) => Err(FileState::Unchecked(training_args::strip_path(&e.to_string(), path))),
+        Err(e) => Err(FileState::Corrupt(training_args::strip_path(&e.to_string(), path))),
+    }
+}
+
+/// Reads a torch file fully and checks its top-level shape.
+fn check_torch(path: &Path, kind: Kind) -> FileState {
+    let v = match load_torch(path) {
+        Ok(v) => v,
+        Err(s) => return s,
+    };
+    let keys = |need: &[&str]| -> FileState {
+        let Some(d) = v.as_dict() else { return FileState::Corrupt("not a dict".into()) };
+        let missing: Vec<&&str> = need.iter().filter(|k| !d.iter().any(|(kk, _)| kk.as_str() == Some(**k))).collect();
+        if missing.is_empty() {
+            FileState::Ok
+        } else {
+            FileState::Corrupt(format!("no key {} (HF indexes it)", missing.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ")))
+        }
+    };
+    match kind {
+        Kind::Optimizer => keys(&["state", "param_groups"]),
+        Kind::Rng => keys(&["python", "numpy", "cpu"]),
+        Kind::Dict => keys(&[]),
+        Kind::Any => FileState::Ok,
+    }
+}
+
+/// A weights file: safetensors (every tensor read) or a torch state dict of tensors.
+fn check_weights(path: &Path) -> FileState {
+    if path.extension().is_some_and(|e| e == "safetensors") {
+        return match crate::safetensors::load(path) {
+            Ok(_) => FileState::Ok,
+            Err(e) => FileState::Corrupt(training_args::strip_path(&e.to_string(), path)),
+        };
+    }
+    match load_torch(path) {
+        Ok(v) => match v.as_dict() {
+            Some(d) if d.iter().all(|(_, t)| t.as_tensor().is_some()) => FileState::Ok,
+            _ => FileState::Corrupt("not a state dict of tensors".into()),
+        },
+        Err(s) => s,
+    }
+}
+
+/// A sharded checkpoint: the index parses and every shard it names reads.
+fn check_index(dir: &Path, index: &str) -> FileState {
+    let p = dir.join(index);
+    let v = match crate::pyjson::read_file(&p) {
+        Ok(v) => v,
+        Err(e) => return FileState::Corrupt(training_args::strip_path(&e.to_string(), &p)),
+    };
+    let Some(PyJson::Dict(map)) = v.get("weight_map") else {
+        return FileState::Corrupt("no weight_map".into());
+    };
+    let mut shards: Vec<String> = map.iter().filter_map(|(_, f)| if let PyJson::Str(s) = f { Some(s.clone()) } else { None }).collect();
+    shards.sort();
+    shards.dedup();
+    for s in shards {
+        let sp = dir.join(&s);
+        if !sp.is_file() {
+            return FileState::Corrupt(format!("shard {s} is missing"));
+        }
+        if let FileState::Corrupt(why) = check_weights(&sp) {
+            return FileState::Corrupt(format!("shard {s}: {why}"));
+        }
+    }
+    FileState::Ok
+}

@@ -1,0 +1,416 @@
+//! `ckptspec inspect`: no false alarm on any golden output folder of any profile, and every kind
+//! of damage reported (naming the folder and file) with exit status 1.
+//!
+//! The golden folders are only read; damage is done to copies in temporary folders.
+
+use ckptspec::inspect;
+use ckptspec::profile;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn golden() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ckptspec")
+}
+
+/// What the golden run's own files say inspect must flag: when HF raised an error (result.json)
+/// and the run stopped inside a save, the folder that save left behind: a `tmp-checkpoint-N`, or
+/// a `checkpoint-N` without its `trainer_state.json` (the file a save writes last but for the
+/// RNG state). Nothing otherwise.
+fn expected_flags(run: &Path) -> BTreeSet<String> {
+    // result.json is Python's JSON (NaN and Infinity appear): read it as Python does.
+    let result = ckptspec::pyjson::read_file(run.join("result.json")).unwrap();
+    let mut out = BTreeSet::new();
+    if matches!(result.get("error"), None | Some(ckptspec::pyjson::PyJson::Null)) {
+        return out;
+    }
+    for e in std::fs::read_dir(run.join("output")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !e.path().is_dir() {
+            continue;
+        }
+        if name.starts_with("tmp-checkpoint-") || (name.starts_with("checkpoint-") && !e.path().join("trainer_state.json").exists()) {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Tally {
+    folders: usize,
+    checkpoints: usize,
+    replayed: usize,
+    crashed: usize,
+    skipped: Vec<String>,
+    failures: Vec<String>,
+}
+
+fn sweep_profile(version: &str, t: &mut Tally) {
+    let root = golden().join(format!("hf-{version}"));
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("output").is_dir()).collect();
+    runs.sort();
+    for run in runs {
+        let name = format!("hf-{version}/{}", run.file_name().unwrap().to_string_lossy());
+        let r = match inspect::inspect(&run) {
+            Ok(r) => r,
+            Err(e) => {
+                t.failures.push(format!("{name}: tool error: {e}"));
+                continue;
+            }
+        };
+        t.folders += 1;
+        t.checkpoints += r.checkpoints.len();
+        if r.replay.compared {
+            t.replayed += 1;
+        } else {
+            t.skipped.push(format!("{name}: {}", r.replay.skipped.clone().unwrap_or_default()));
+        }
+        if r.hf_version != version {
+            t.failures.push(format!("{name}: version {} (from {})", r.hf_version, r.version_source));
+        }
+        let expected = expected_flags(&run);
+        if !expected.is_empty() {
+            t.crashed += 1;
+        }
+        let flagged: BTreeSet<String> = r.flagged_folders().into_iter().collect();
+        let unattached: Vec<&str> = r.problems.iter().filter(|p| p.folder.is_none()).map(|p| p.message.as_str()).collect();
+        // On a folder a save left behind, the deviations are crash signs only (the replay, fed
+        // the run's own metrics, stops in the same error).
+        let other_kinds: Vec<&str> = r.deviations.iter().filter(|d| d.kind != "crash").map(|d| d.message.as_str()).collect();
+        if flagged != expected || !unattached.is_empty() || !other_kinds.is_empty() {
+            let msgs: Vec<&str> = r.problems.iter().map(|p| p.message.as_str()).collect();
+            t.failures.push(format!("{name}: flagged {flagged:?}, expected {expected:?}: {msgs:#?}"));
+        }
+    }
+}
+
+#[test]
+fn no_false_alarms_on_any_golden_folder() {
+    let start = std::time::Instant::now();
+    let versions = profile::supported();
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8);
+    let chunks: Vec<Vec<&str>> = (0..jobs).map(|j| versions.iter().copied().skip(j).step_by(jobs).collect()).collect();
+    let tallies: Vec<Tally> = std::thread::scope(|s| {
+        let hs: Vec<_> = chunks
+            .iter()
+            .map(|vs| {
+                s.spawn(move || {
+                    let mut t = Tally::default();
+                    for v in vs {
+                        sweep_profile(v, &mut t);
+                    }
+                    t
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = Tally::default();
+    for t in tallies {
+        all.folders += t.folders;
+        all.checkpoints += t.checkpoints;
+        all.replayed += t.replayed;
+        all.crashed += t.crashed;
+        all.skipped.extend(t.skipped);
+        all.failures.extend(t.failures);
+    }
+    println!(
+        "inspect: {} golden output folders of {} profiles ({} checkpoints; {} stopped inside a save and were flagged as such; {} replayed and compared, {} not replayed) in {:.1?}",
+        all.folders,
+        versions.len(),
+        all.checkpoints,
+        all.crashed,
+        all.replayed,
+        all.skipped.len(),
+        start.elapsed()
+    );
+    for s in all.skipped.iter().take(20) {
+        println!("  not replayed: {s}");
+    }
+    assert!(all.folders > 3000, "only {} golden output folders found", all.folders);
+    assert!(all.crashed > 0, "no golden run that stopped inside a save: the expectation is never exercised");
+    assert!(all.failures.is_empty(), "{} of {} folders:\n{}", all.failures.len(), all.folders, all.failures.iter().take(30).cloned().collect::<Vec<_>>().join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damaged copies.
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let to = dst.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A copy of a golden run directory (result.json + output/) in a fresh temporary folder.
+fn copy_run(version: &str, scenario: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join(scenario);
+    copy_dir(&golden().join(format!("hf-{version}")).join(scenario), &run);
+    (t, run)
+}
+
+/// A copy of a golden run's output/ alone: a bare HF output folder.
+fn copy_output(version: &str, scenario: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("output");
+    copy_dir(&golden().join(format!("hf-{version}")).join(scenario).join("output"), &out);
+    (t, out)
+}
+
+fn checkpoint_steps(out: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("checkpoint-").and_then(|s| s.parse().ok()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `ckptspec inspect DIR --json`: (exit status, parsed report).
+fn run_bin(dir: &Path) -> (i32, serde_json::Value) {
+    let o = std::process::Command::new(bin()).args(["inspect", dir.to_str().unwrap(), "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code().unwrap_or(-1), v)
+}
+
+/// The library and the binary agree that `dir` has a problem naming `folder` (and `file`, when
+/// given, in the same message); the binary exits 1. Returns the library's report.
+fn assert_flagged(dir: &Path, folder: &str, file: Option<&str>) -> Report {
+    let r = inspect::inspect(dir).unwrap();
+    let hit = r.problems.iter().any(|p| p.folder.as_deref() == Some(folder) && file.is_none_or(|f| p.message.contains(f)));
+    assert!(hit, "no problem naming {folder} {file:?}:\n{}", r.render());
+    assert!(r.render().contains(folder), "{}", r.render());
+    let (code, j) = run_bin(dir);
+    assert_eq!(code, 1, "exit status for {}: {j:#}", dir.display());
+    assert_eq!(j["ok"], false);
+    let named = j["problems"].as_array().unwrap().iter().any(|p| p["folder"] == folder && file.is_none_or(|f| p["message"].as_str().unwrap().contains(f)));
+    assert!(named, "{j:#}");
+    r
+}
+
+use ckptspec::inspect::Report;
+
+#[test]
+fn the_golden_copy_itself_is_clean() {
+    // The damage tests start from these copies: undamaged, they pass (exit 0).
+    for (v, s) in [("5.24.0", "rotation-limit-2"), ("4.31.0", "rotation-limit-2"), ("4.46.3", "rotation-limit-2-best-older")] {
+        let (_t, run) = copy_run(v, s);
+        let r = inspect::inspect(&run).unwrap();
+        assert!(r.problems.is_empty(), "{}", r.render());
+        assert!(r.replay.compared, "{}", r.render());
+        let (code, j) = run_bin(&run);
+        assert_eq!(code, 0, "{j:#}");
+        for key in ["hf_version", "checkpoints", "best_checkpoint", "best_exists", "resume_pick", "resume_ok", "deviations"] {
+            assert!(j.get(key).is_some(), "--json lacks {key}: {j:#}");
+        }
+        assert_eq!(j["hf_version"], v);
+        let (_t, out) = copy_output(v, s);
+        let r = inspect::inspect(&out).unwrap();
+        assert!(r.problems.is_empty(), "bare copy: {}", r.render());
+    }
+}
+
+#[test]
+fn a_missing_trainer_state_is_reported_and_its_resume_differs_by_release() {
+    for (v, fails) in [("5.24.0", true), ("4.36.2", true), ("4.35.2", false), ("4.31.0", false)] {
+        let (_t, run) = copy_run(v, "rotation-limit-2");
+        let out = run.join("output");
+        let steps = checkpoint_steps(&out);
+        let newest = format!("checkpoint-{}", steps.last().unwrap());
+        std::fs::remove_file(out.join(&newest).join("trainer_state.json")).unwrap();
+        let r = assert_flagged(&run, &newest, Some("trainer_state.json"));
+        let c = r.checkpoints.iter().find(|c| c.name == newest).unwrap();
+        assert!(!c.complete);
+        assert_eq!(c.missing, vec!["trainer_state.json".to_string()]);
+        assert_eq!(r.resume_pick.as_deref(), Some(newest.as_str()));
+        // 4.36+ read trainer_state.json unconditionally on resume; before, a resume restarts at
+        // step 0 (the resume table's requires_trainer_state).
+        assert_eq!(!c.resume_fails.is_empty(), fails, "{v}: {}", r.render());
+        assert_eq!(!r.resume_ok, fails, "{v}: {}", r.render());
+        assert_eq!(c.resume_degraded.iter().any(|d| d.contains("step 0")), !fails, "{v}: {}", r.render());
+    }
+}
+
+#[test]
+fn a_truncated_optimizer_is_reported_and_breaks_the_resume() {
+    let (_t, run) = copy_run("5.24.0", "rotation-limit-2");
+    let out = run.join("output");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    let f = std::fs::OpenOptions::new().write(true).open(out.join(&newest).join("optimizer.pt")).unwrap();
+    f.set_len(100).unwrap();
+    let r = assert_flagged(&run, &newest, Some("optimizer.pt"));
+    assert!(!r.resume_ok);
+    assert!(r.resume_reasons.iter().any(|x| x.contains("optimizer.pt")), "{:?}", r.resume_reasons);
+}
+
+#[test]
+fn a_flipped_bit_in_a_stored_record_is_a_crc_mismatch() {
+    let (_t, run) = copy_run("4.46.3", "rotation-limit-2");
+    let out = run.join("output");
+    let first = format!("checkpoint-{}", checkpoint_steps(&out)[0]);
+    let path = out.join(&first).join("scheduler.pt");
+    let entries = ckptspec::torch_format::zip::read_directory(&mut std::fs::File::open(&path).unwrap()).unwrap();
+    let rec = entries.iter().filter(|e| e.crc != 0 && e.size > 0).max_by_key(|e| e.size).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = (rec.data_offset + rec.size / 2) as usize;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+    let r = assert_flagged(&run, &first, Some("scheduler.pt"));
+    let c = r.checkpoints.iter().find(|c| c.name == first).unwrap();
+    assert!(c.corrupt.iter().any(|(f, why)| f == "scheduler.pt" && why.contains("CRC32")), "{:?}", c.corrupt);
+    assert!(!c.resume_fails.is_empty());
+}
+
+/// The first 5.24.0 golden run whose final best_model_checkpoint is (or is not) its newest
+/// checkpoint, with at least two checkpoints.
+fn run_with_best(newest: bool) -> (String, String, String) {
+    let root = golden().join("hf-5.24.0");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("output").is_dir()).collect();
+    runs.sort();
+    for run in runs {
+        let r = ckptspec::pyjson::read_file(run.join("result.json")).unwrap();
+        let Some(ckptspec::pyjson::PyJson::Str(b)) = r.get("final_state").and_then(|s| s.get("best_model_checkpoint")) else { continue };
+        let best = b.rsplit('/').next().unwrap().to_string();
+        let steps = checkpoint_steps(&run.join("output"));
+        if steps.len() < 2 || !run.join("output").join(&best).is_dir() {
+            continue;
+        }
+        let last = format!("checkpoint-{}", steps.last().unwrap());
+        if (best == last) == newest {
+            return (run.file_name().unwrap().to_string_lossy().into_owned(), best, last);
+        }
+    }
+    panic!("no such golden run");
+}
+
+#[test]
+fn removing_the_newest_checkpoint_that_the_state_references_is_reported() {
+    let (scenario, best, newest) = run_with_best(true);
+    assert_eq!(best, newest);
+    let (_t, run) = copy_run("5.24.0", &scenario);
+    std::fs::remove_dir_all(run.join("output").join(&newest)).unwrap();
+    let r = assert_flagged(&run, &newest, None);
+    assert_eq!(r.best_exists, Some(false), "{}", r.render());
+    assert!(r.deviations.iter().any(|d| d.kind == "missing" && d.folder.as_deref() == Some(newest.as_str())), "{}", r.render());
+    assert_ne!(r.resume_pick.as_deref(), Some(newest.as_str()));
+}
+
+#[test]
+fn deleting_the_best_checkpoint_is_reported() {
+    let (scenario, best, newest) = run_with_best(false);
+    assert_ne!(best, newest);
+    for bare in [false, true] {
+        let (_t, dir) = if bare { copy_output("5.24.0", &scenario) } else { copy_run("5.24.0", &scenario) };
+        let out = if bare { dir.clone() } else { dir.join("output") };
+        std::fs::remove_dir_all(out.join(&best)).unwrap();
+        let r = assert_flagged(&dir, &best, None);
+        assert_eq!(r.best_checkpoint.as_deref(), Some(best.as_str()));
+        assert_eq!(r.best_exists, Some(false));
+        assert!(r.problems.iter().any(|p| p.message.contains("best_model_checkpoint")), "{}", r.render());
+    }
+}
+
+#[test]
+fn a_foreign_checkpoint_with_a_newer_mtime_is_reported() {
+    // rotation-limit-2 keeps two checkpoints; a checkpoint of another scenario's run, at a step
+    // this run never saves, is copied in and dated an hour later.
+    let (_t, out) = copy_output("5.24.0", "rotation-limit-2");
+    let ours = checkpoint_steps(&out);
+    let donor_root = golden().join("hf-5.24.0");
+    let mut donors: Vec<PathBuf> = std::fs::read_dir(&donor_root).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("output").is_dir()).collect();
+    donors.sort();
+    for higher in [false, true] {
+        let (donor, step) = donors
+            .iter()
+            .filter(|d| !d.ends_with("rotation-limit-2"))
+            .find_map(|d| {
+                checkpoint_steps(&d.join("output")).into_iter().find(|s| !ours.contains(s) && (*s > *ours.last().unwrap()) == higher && *s > 0).map(|s| (d.clone(), s))
+            })
+            .expect("a donor checkpoint");
+        let (_t2, out2) = copy_output("5.24.0", "rotation-limit-2");
+        let name = format!("checkpoint-{step}");
+        copy_dir(&donor.join("output").join(&name), &out2.join(&name));
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        std::fs::File::open(out2.join(&name)).unwrap().set_modified(later).unwrap();
+        let r = assert_flagged(&out2, &name, None);
+        assert!(r.deviations.iter().any(|d| d.kind == "two-runs" && d.folder.as_deref() == Some(name.as_str())), "{}", r.render());
+        if higher {
+            // HF's resume picks the highest number: the foreign folder.
+            assert_eq!(r.resume_pick.as_deref(), Some(name.as_str()));
+            assert!(r.warnings.iter().any(|w| w.contains("another run")), "{}", r.render());
+        }
+    }
+}
+
+#[test]
+fn a_crash_leftover_is_reported() {
+    // A ckptspec staging folder and an HF 5.x incomplete-checkpoint sentinel.
+    let (_t, out) = copy_output("5.24.0", "rotation-limit-2");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    copy_dir(&out.join(&newest), &out.join(".ckptspec-staging-checkpoint-10"));
+    let r = assert_flagged(&out, ".ckptspec-staging-checkpoint-10", None);
+    assert!(r.deviations.iter().any(|d| d.kind == "crash"), "{}", r.render());
+    let (_t, out) = copy_output("5.24.0", "rotation-limit-2");
+    std::fs::write(out.join(&newest).join("checkpoint-is-incomplete.txt"), "").unwrap();
+    assert_flagged(&out, &newest, Some("checkpoint-is-incomplete.txt"));
+}
+
+#[test]
+fn training_args_bin_reads_as_the_scenario_arguments() {
+    // read_training_args gives the keyword arguments a scenario passed (format v1 spelling) and
+    // the profiles whose argument list the file has.
+    let sc = ckptspec::scenario::Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios/best/best-step-never-saved.json")).unwrap();
+    for v in ["4.31.0", "4.40.2", "4.46.3", "5.24.0"] {
+        let out = golden().join(format!("hf-{v}/best-step-never-saved/output"));
+        let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+        let a = inspect::read_training_args(&out.join(newest).join("training_args.bin")).unwrap();
+        assert!(a.profiles.contains(&v), "{v}: fits {:?}", a.profiles);
+        let p = profile::Profile::get(v).unwrap();
+        let kw = a.kwargs(&p);
+        for (k, want) in &sc.args {
+            let got = kw.get(k).unwrap_or_else(|| panic!("{v}: {k} missing from {kw:?}"));
+            assert_eq!(got.as_f64().map(|x| x.to_string()).unwrap_or(got.to_string()), want.as_f64().map(|x| x.to_string()).unwrap_or(want.to_string()), "{v}: {k}");
+        }
+        assert!(!kw.contains_key("output_dir") && !kw.contains_key("evaluation_strategy"), "{v}: {kw:?}");
+    }
+}
+
+#[test]
+fn without_config_json_the_version_comes_from_the_argument_list() {
+    let (_t, out) = copy_output("4.46.3", "rotation-limit-2");
+    for s in checkpoint_steps(&out) {
+        std::fs::remove_file(out.join(format!("checkpoint-{s}")).join("config.json")).unwrap();
+    }
+    let r = inspect::inspect(&out).unwrap();
+    assert!(r.version_source.contains("field set"), "{}", r.version_source);
+    let a = inspect::read_training_args(&out.join(format!("checkpoint-{}", checkpoint_steps(&out)[0])).join("training_args.bin")).unwrap();
+    assert!(a.profiles.contains(&"4.46.3") && a.profiles.contains(&r.profile), "{:?} {}", a.profiles, r.profile);
+    // Every checkpoint lacks the config.json its save wrote? No: with none anywhere the model is
+    // taken as not a PreTrainedModel, so nothing is missing.
+    assert!(r.problems.is_empty(), "{}", r.render());
+}
+
+#[test]
+fn a_folder_without_a_version_is_the_tools_own_error() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("checkpoint-2")).unwrap();
+    let e = inspect::inspect(t.path()).unwrap_err();
+    assert!(e.contains("HF version"), "{e}");
+    let o = std::process::Command::new(bin()).args(["inspect", t.path().to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = inspect::inspect(&t.path().join("nope")).unwrap_err();
+    assert!(e.contains("not a folder"), "{e}");
+}
