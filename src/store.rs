@@ -41,6 +41,12 @@ pub fn write_weights(dir: &Path, profile: &Profile, file: &str, a: f32, b: f32) 
     Ok(())
 }
 
+/// A small text file of a checkpoint (`trainer_state.json`, `config.json`): one place for every
+/// such write.
+pub fn write_text(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(e)
+}
+
 /// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).
 pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64) -> Result<()> {
     let mut d: Vec<(String, PyJson)> = vec![
@@ -55,7 +61,7 @@ pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64) -> Result<()>
         d.push(("use_cache".into(), PyJson::Bool(false)));
     }
     let text = pyjson::dumps(&PyJson::Dict(d), &DumpOptions::hf()).map_err(e)? + "\n";
-    std::fs::write(dir.join("config.json"), text).map_err(e)
+    write_text(&dir.join("config.json"), &text)
 }
 
 /// `training_args.bin`: the pickled TrainingArguments object. The version's own object for a

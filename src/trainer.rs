@@ -1096,7 +1096,7 @@ impl<'a> Trainer<'a> {
             self.refresh_stateful_callbacks(p.stateful_callbacks);
         }
         let sp = dir.join("trainer_state.json");
-        std::fs::write(&sp, self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
+        store::write_text(&sp, &self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
         if !self.args.save_only_model && p.rng_after_state {
             self.write_rng(&dir)?;
         }
@@ -1238,7 +1238,7 @@ impl<'a> Trainer<'a> {
         let out = self.output_abs();
         std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
         let sp = out.join("trainer_state.json");
-        std::fs::write(&sp, self.state.to_json_string(self.profile)).map_err(|e| io_err(&sp, e))
+        store::write_text(&sp, &self.state.to_json_string(self.profile)).map_err(|e| io_err(&sp, e))
     }
 }
 
