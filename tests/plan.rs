@@ -439,3 +439,20 @@ fn steps_per_epoch_chooses_rows_that_give_that_many_steps() {
         assert!(vp.train_note.contains("60 training rows"), "{}", vp.train_note);
     }
 }
+
+#[test]
+fn a_training_args_bin_from_a_golden_run_plans_that_run() {
+    // Every profile's own training_args.bin of a golden run, planned for that profile with the
+    // scenario's data, leaves what the real HF left.
+    for v in profile::supported() {
+        let g = root().join(format!("golden/hf-{v}/final-step-not-multiple"));
+        let bin = g.join("output/checkpoint-4/training_args.bin");
+        let o = Options { train_rows: Some(64), ..opts(&bin) };
+        let vp = plan_one(&bin, &o, v);
+        assert_eq!(vp.config_kind, "training_args.bin");
+        let a = vp.outcome.as_ref().unwrap_or_else(|e| panic!("HF {v}: {e}"));
+        assert_eq!(a.error, None, "HF {v}");
+        assert_eq!(a.checkpoints_left, checkpoint_dirs(&g.join("output")), "HF {v}");
+        assert!(vp.config_note.as_deref().is_some_and(|n| n.contains("fits")), "HF {v}: {:?}", vp.config_note);
+    }
+}

@@ -72,20 +72,19 @@ pub struct Answers {
     pub depends_on_assumed: Vec<String>,
 }
 
-/// The number of a folder name as HF's `get_last_checkpoint` reads it (`^checkpoint\-(\d+)$`).
+/// The number of a folder name as HF's `get_last_checkpoint` reads it (`^checkpoint\-(\d+)$`),
+/// [`crate::inspect::checkpoint::hf_step`].
 pub fn checkpoint_number(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("checkpoint-")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    crate::inspect::checkpoint::hf_step(name)
 }
 
-/// HF's `get_last_checkpoint(output_dir)` (trainer_utils.py, the same 4.31 to 5.24): the
-/// highest-numbered folder named `checkpoint-N`, or None. It checks no folder's contents.
-/// (`src/inspect` is to carry the same helper for real output folders; this one reads the plan's.)
+/// HF's `get_last_checkpoint(output_dir)` on the plan's output folder
+/// ([`crate::inspect::resume::last_checkpoint`], shared with `ckptspec inspect`).
 pub fn get_last_checkpoint(output_dir: &Path) -> Option<String> {
-    checkpoint_folders(output_dir).into_iter().max_by_key(|(n, _)| *n).map(|(_, name)| name)
+    let entries: Vec<(String, bool)> = std::fs::read_dir(output_dir)
+        .map(|rd| rd.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path().is_dir())).collect())
+        .unwrap_or_default();
+    crate::inspect::resume::last_checkpoint(entries.iter().map(|(n, d)| (n.as_str(), *d))).map(str::to_string)
 }
 
 fn checkpoint_folders(output_dir: &Path) -> Vec<(u64, String)> {

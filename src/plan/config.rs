@@ -16,7 +16,8 @@ pub enum Kind {
     /// TrainingArguments keyword arguments exactly as a user passes them: each name is passed as
     /// written, so a spelling the version lacks is that version's TypeError.
     Kwargs,
-    /// The pickled TrainingArguments of a real run (its fields, as the run's HF held them).
+    /// The pickled TrainingArguments of a real run: the arguments that differ from its release's
+    /// defaults, in format v1 spelling (the user's own spelling is not in the file).
     TrainingArgsBin,
 }
 
@@ -40,6 +41,8 @@ pub struct Config {
     pub kwargs: Map<String, Value>,
     /// A scenario file's scenario (None for the other kinds).
     pub scenario: Option<Scenario>,
+    /// What the output says about where the arguments came from (a training_args.bin).
+    pub note: Option<String>,
 }
 
 impl Config {
@@ -67,9 +70,9 @@ impl Config {
                 return Err(format!("{shown}: looks like a scenario file (it has a `name` or `args` field), but scenario files are JSON (conformance/README.md); write it as JSON, or remove `name`/`args` to use it as keyword arguments"));
             }
             let sc = Scenario::load(path).map_err(|e| e.to_string())?;
-            return Ok(Config { path: path.to_path_buf(), kind: Kind::Scenario, kwargs: sc.args.clone(), scenario: Some(sc) });
+            return Ok(Config { path: path.to_path_buf(), kind: Kind::Scenario, kwargs: sc.args.clone(), scenario: Some(sc), note: None });
         }
-        Ok(Config { path: path.to_path_buf(), kind: Kind::Kwargs, kwargs: obj, scenario: None })
+        Ok(Config { path: path.to_path_buf(), kind: Kind::Kwargs, kwargs: obj, scenario: None, note: None })
     }
 }
 
@@ -101,12 +104,21 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// A `training_args.bin`: its fields become keyword arguments. The reader is
-/// `crate::inspect::training_args` (the inspect engineer's); until it exists this is the tool's
-/// error.
+/// A `training_args.bin`: the arguments that differ from its release's defaults become the
+/// keyword arguments, in format v1 spelling ([`crate::inspect::training_args`], the restricted
+/// unpickler: nothing in the file is executed). They are read against the newest profiled release
+/// whose argument list the file fits; which releases fit is said in the output.
 fn load_training_args_bin(path: &Path) -> Result<Config, String> {
-    Err(format!(
-        "{}: reading a training_args.bin is not available yet (ckptspec::inspect::training_args); pass its arguments as a JSON or YAML file instead",
-        path.display()
-    ))
+    let file = crate::inspect::training_args::read_training_args(path)?;
+    let (kwargs, note) = match (file.profiles.first(), file.profiles.last()) {
+        (Some(first), Some(last)) => {
+            let fits = if first == last { format!("HF {first}") } else { format!("HF {first} .. {last}") };
+            (file.kwargs.clone(), format!("a pickled {} whose argument list fits {fits}; its arguments that differ from {last}'s defaults are the keyword arguments", file.class))
+        }
+        _ => {
+            let newest = crate::profile::Profile::get(crate::profile::newest())?;
+            (file.kwargs(&newest), format!("a pickled {} whose argument list fits no profiled release; read against {}'s defaults", file.class, newest.version))
+        }
+    };
+    Ok(Config { path: path.to_path_buf(), kind: Kind::TrainingArgsBin, kwargs, scenario: None, note: Some(note) })
 }

@@ -17,6 +17,7 @@ pub fn version(vp: &VersionPlan) -> Value {
         "asked": vp.asked,
         "config": vp.config,
         "config_kind": vp.config_kind,
+        "config_note": vp.config_note,
         "not_planned": null,
         "error": null,
         "max_steps": null,

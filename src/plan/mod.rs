@@ -91,6 +91,7 @@ pub struct VersionPlan {
     pub hf_version: &'static str,
     pub config: String,
     pub config_kind: &'static str,
+    pub config_note: Option<String>,
     pub classified: arguments::Classified,
     pub train_note: String,
     pub eval_note: String,
@@ -143,7 +144,7 @@ impl Drop for TempRun {
 
 /// Plans `cfg` for one profile. Err is the tool's error (e.g. the data size is needed).
 pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str) -> Result<VersionPlan, String> {
-    let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind != Kind::Scenario);
+    let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind == Kind::Kwargs);
     let resolved = match classified.spelling_error {
         Some(_) => None,
         None => crate::args::resolve(&classified.args, profile).ok(),
@@ -194,6 +195,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
         hf_version: profile.version,
         config: cfg.path.display().to_string(),
         config_kind: cfg.kind.label(),
+        config_note: cfg.note.clone(),
         classified,
         train_note,
         eval_note: req.eval_note.clone(),

@@ -206,6 +206,9 @@ pub fn arguments_text(vp: &VersionPlan) -> String {
     use super::arguments::show;
     let mut s = String::new();
     let c = &vp.classified;
+    if let Some(n) = &vp.config_note {
+        writeln!(s, "config: {n}").unwrap();
+    }
     writeln!(s, "arguments:").unwrap();
     if c.not_affecting.is_empty() && c.not_modelled.is_empty() && c.runner_owned.is_empty() && c.unknown.is_empty() {
         writeln!(s, "  every argument is modelled by the executor").unwrap();
