@@ -172,8 +172,12 @@ class ScriptedMetrics:
         return dict(entry)
 
 
-def run_scenario(sc, world, hf_version, run_dir):
-    """Runs one scenario with cwd = run_dir (so output_dir is the relative path "output")."""
+def run_scenario(sc, world, hf_version, run_dir, resume=None):
+    """Runs one scenario with cwd = run_dir (so output_dir is the relative path "output").
+
+    `resume` ("last" or a folder name such as "checkpoint-6"): instead of a fresh training, a
+    Trainer built the same way calls `train(resume_from_checkpoint=True or "output/<name>")` in a
+    run directory a first run left (tests/resume.rs; contract v2 will make it a scenario field)."""
     torch = world["torch"]
     transformers = world["transformers"]
     from transformers import Trainer, TrainingArguments
@@ -224,7 +228,10 @@ def run_scenario(sc, world, hf_version, run_dir):
             trainer = Trainer(**kwargs)
             # disable_tqdm makes PrinterCallback print every log to stdout; keep ours readable.
             with contextlib.redirect_stdout(open(os.devnull, "w")):
-                trainer.train()
+                if resume is None:
+                    trainer.train()
+                else:
+                    trainer.train(resume_from_checkpoint=True if resume == "last" else f"output/{resume}")
                 for call in sc.get("finally", []):
                     getattr(trainer, call)()
         except Exception as e:  # HF's outcome for this scenario

@@ -284,6 +284,44 @@ impl AdamW {
         PyValue::dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
     }
 
+    /// `optimizer.load_state_dict(torch.load("optimizer.pt"))`: the per-parameter state and
+    /// each group's current lr (the inverse of [`state_dict`](Self::state_dict)).
+    pub fn load_state_dict(&mut self, v: &PyValue) -> Result<(), String> {
+        let groups = v.get("param_groups").and_then(|g| g.as_seq()).ok_or("no param_groups list")?;
+        if groups.len() != self.groups.len() {
+            return Err(format!("{} param groups, expected {}", groups.len(), self.groups.len()));
+        }
+        for (g, saved) in self.groups.iter_mut().zip(groups) {
+            g.lr = saved.get("lr").and_then(|x| x.as_f64()).ok_or("param group without lr")?;
+        }
+        let state = v.get("state").and_then(|s| s.as_dict()).ok_or("no state dict")?;
+        let floats = |t: &PyValue, what: &str| -> Result<(Vec<i64>, Vec<f32>), String> {
+            let t = t.as_tensor().ok_or(format!("{what} is not a tensor"))?;
+            let b = t.contiguous_bytes().map_err(|e| e.to_string())?;
+            let vals = b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            Ok((t.shape.clone(), vals))
+        };
+        for (k, entry) in state {
+            let i = k.as_i64().ok_or("state key is not an int")? as usize;
+            if i >= self.state.len() {
+                return Err(format!("state for parameter {i} of {}", self.state.len()));
+            }
+            let (shape, exp_avg) = floats(entry.get("exp_avg").ok_or("no exp_avg")?, "exp_avg")?;
+            let (_, exp_avg_sq) = floats(entry.get("exp_avg_sq").ok_or("no exp_avg_sq")?, "exp_avg_sq")?;
+            let step = entry.get("step").ok_or("no step")?;
+            let (step_f32, step_int) = match step.as_i64() {
+                Some(n) if step.as_tensor().is_none() => (n as f32, n),
+                _ => {
+                    let (_, s) = floats(step, "step")?;
+                    let f = *s.first().ok_or("empty step tensor")?;
+                    (f, f as i64)
+                }
+            };
+            self.state[i] = Some(ParamState { shape, step_f32, step_int, exp_avg, exp_avg_sq });
+        }
+        Ok(())
+    }
+
     fn group_dict(&self, g: &ParamGroup) -> PyValue {
         let f = PyValue::Float;
         let b = PyValue::Bool;

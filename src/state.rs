@@ -80,6 +80,60 @@ impl TrainerState {
         sorted(PyJson::Dict(d))
     }
 
+    /// `TrainerState.load_from_json` of a checkpoint's trainer_state.json (the fields this
+    /// state models; `intervals` are left to the caller).
+    pub fn from_json(v: &PyJson, profile: &Profile) -> Result<TrainerState, String> {
+        let num = |k: &str| -> Result<crate::args::Num, String> {
+            match v.get(k) {
+                Some(PyJson::Int(i)) => Ok(crate::args::Num::Int(*i as i64)),
+                Some(PyJson::Float(f)) => Ok(crate::args::Num::Float(*f)),
+                other => Err(format!("{k}: expected a number, found {other:?}")),
+            }
+        };
+        let int = |k: &str| -> Result<i64, String> {
+            match v.get(k) {
+                Some(PyJson::Int(i)) => Ok(*i as i64),
+                other => Err(format!("{k}: expected an int, found {other:?}")),
+            }
+        };
+        let mut st = TrainerState::new(profile);
+        st.epoch = match v.get("epoch") {
+            Some(PyJson::Null) | None => None,
+            _ => Some(num("epoch")?),
+        };
+        st.global_step = int("global_step")? as u64;
+        st.max_steps = int("max_steps")?;
+        st.num_train_epochs = int("num_train_epochs")?;
+        st.total_flos = num("total_flos")?;
+        st.log_history = match v.get("log_history") {
+            Some(PyJson::List(l)) => l
+                .iter()
+                .map(|e| match e {
+                    PyJson::Dict(d) => Ok(d.clone()),
+                    other => Err(format!("log_history: expected dicts, found {other:?}")),
+                })
+                .collect::<Result<_, _>>()?,
+            other => return Err(format!("log_history: expected a list, found {other:?}")),
+        };
+        st.best.best_metric = v.get("best_metric").filter(|m| **m != PyJson::Null).cloned();
+        st.best.best_model_checkpoint = match v.get("best_model_checkpoint") {
+            Some(PyJson::Str(p)) => Some(p.clone()),
+            _ => None,
+        };
+        st.best.best_global_step = match v.get("best_global_step") {
+            Some(PyJson::Int(i)) => Some(*i as u64),
+            _ => None,
+        };
+        st.train_batch_size = match v.get("train_batch_size") {
+            Some(PyJson::Int(i)) => Some(*i as usize),
+            _ => None,
+        };
+        if let Some(PyJson::Dict(cbs)) = v.get("stateful_callbacks") {
+            st.stateful_callbacks = cbs.clone();
+        }
+        Ok(st)
+    }
+
     /// `store_flos`: adds this run's flops (0.0: the model has no `input_ids`, so HF's
     /// estimate is 0), which turns the int into a float.
     pub fn store_flos(&mut self) {

@@ -162,6 +162,29 @@ struct Trainer<'a> {
     numerics: bool,
     /// A plan's evaluation results (None: a trained run computes them).
     plan: Option<PlanFeed>,
+    /// `train(resume_from_checkpoint=...)`: what was read from the checkpoint before the loop.
+    resume: Option<Resumed>,
+    /// `_initial_global_step`: the global step this `train()` call started from.
+    initial_global_step: u64,
+}
+
+/// Where `train(resume_from_checkpoint=...)` resumes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    /// `resume_from_checkpoint=True`: HF's `get_last_checkpoint(output_dir)`, the
+    /// highest-numbered folder named exactly `checkpoint-<digits>` (atomic mode's staging folders
+    /// never match it, so it never picks a half-written checkpoint there).
+    Last,
+    /// A folder of output_dir, passed as the path `output/<name>`.
+    Checkpoint(String),
+}
+
+/// The checkpoint a resumed run loads, and its trainer_state.json.
+#[derive(Debug, Clone)]
+struct Resumed {
+    /// `output/checkpoint-N`, relative to the run directory, as HF's paths are.
+    rel: String,
+    state: PyJson,
 }
 
 /// What feeds a plan's evaluations (`ckptspec plan`, `ckptspec inspect`): the executor runs as
@@ -239,7 +262,28 @@ pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Ve
 pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<Vec<DiskEvent>, RunError> {
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
-    let outcome = run_inner(sc, profile, run_dir, mode, None, &mut state_out, &mut events);
+    let outcome = run_inner(sc, profile, run_dir, mode, None, None, &mut state_out, &mut events);
+    write_result(profile, run_dir, outcome, state_out)?;
+    Ok(events)
+}
+
+/// A second `train(resume_from_checkpoint=...)` in `run_dir`, by a fresh Trainer built as for
+/// [`run`] (same scenario, same arguments), after a first run left its checkpoints in
+/// `run_dir/output`; rewrites `result.json` with this run's outcome (HF's error for a missing
+/// or damaged checkpoint included).
+///
+/// It follows transformers 5.24's `train` / `_inner_training_loop` resume path and is checked
+/// against real HF 5.24.0 (tests/resume.rs): weights from the checkpoint, trainer_state.json
+/// (a best folder that no longer exists is forgotten), optimizer and scheduler when both files
+/// exist, the rng state when `rng_state.pth` exists (at the epoch's start, or after
+/// fast-forwarding past the steps already trained in it), callback states not restored
+/// (`restore_callback_states_from_checkpoint` defaults to False), the training loss of this call
+/// only. Older releases' resume differences are issue 9's (contract v2 goldens); a sampler or
+/// scheduler whose resume is not modelled is reported as not implemented.
+pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, from: &ResumeFrom) -> Result<Vec<DiskEvent>, RunError> {
+    let mut state_out: Option<PyJson> = None;
+    let mut events = vec![];
+    let outcome = run_inner(sc, profile, run_dir, mode, None, Some(from), &mut state_out, &mut events);
     write_result(profile, run_dir, outcome, state_out)?;
     Ok(events)
 }
@@ -255,7 +299,7 @@ pub fn plan(sc: &Scenario, profile: &Profile, run_dir: &Path, metrics: PlanMetri
     let mut feed = PlanFeed { given, metric_keys_unknown, counts: vec![], assumed: vec![] };
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
-    let outcome = run_inner(sc, profile, run_dir, SaveMode::HfCompatible, Some(&mut feed), &mut state_out, &mut events);
+    let outcome = run_inner(sc, profile, run_dir, SaveMode::HfCompatible, Some(&mut feed), None, &mut state_out, &mut events);
     write_result(profile, run_dir, outcome, state_out)?;
     Ok(PlanTrace { events, assumed: feed.assumed })
 }
@@ -287,6 +331,7 @@ fn run_inner(
     run_dir: &Path,
     mode: SaveMode,
     mut plan: Option<&mut PlanFeed>,
+    resume: Option<&ResumeFrom>,
     state_out: &mut Option<PyJson>,
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
@@ -304,7 +349,10 @@ fn run_inner(
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
         t.refresh_stateful_callbacks(CallbackRefresh::All);
     }
-    let res = t.train();
+    let res = match resume {
+        Some(from) => t.begin_resume(from).and_then(|()| t.train()),
+        None => t.train(),
+    };
     let res = res.and_then(|()| {
         for call in &sc.finally_calls {
             match call {
@@ -346,6 +394,11 @@ impl<'a> Trainer<'a> {
                 "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
             ));
         }
+        // `if self.args.should_save: os.makedirs(self.args.output_dir, exist_ok=True)` (every
+        // release): an empty output_dir is not part of a run directory's structure, but a later
+        // `resume_from_checkpoint=True` lists it.
+        let out = run_dir.join("output");
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
         let seed = args.seed as u64;
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
         let rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
@@ -390,8 +443,125 @@ impl<'a> Trainer<'a> {
             mode: SaveMode::HfCompatible,
             numerics: true,
             plan: None,
+            resume: None,
+            initial_global_step: 0,
             args,
         })
+    }
+
+    /// `train(resume_from_checkpoint=...)` before `_inner_training_loop`: picks the checkpoint,
+    /// loads its weights (`_load_from_checkpoint`) and reads its trainer_state.json, with HF's
+    /// errors for what is missing.
+    fn begin_resume(&mut self, from: &ResumeFrom) -> Result<(), HfError> {
+        let out_rel = self.output_rel();
+        let rel = match from {
+            ResumeFrom::Checkpoint(name) => format!("{out_rel}/{name}"),
+            ResumeFrom::Last => {
+                let out = self.output_abs();
+                let rd = std::fs::read_dir(&out).map_err(|_| {
+                    HfError::new("FileNotFoundError", format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(out_rel)))
+                })?;
+                let last = rd
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let digits = name.strip_prefix("checkpoint-")?.to_string();
+                        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| (digits.parse::<u128>().ok(), name))
+                    })
+                    .max_by_key(|(n, _)| *n)
+                    .map(|(_, name)| name);
+                match last {
+                    Some(name) => format!("{out_rel}/{name}"),
+                    None => return Err(HfError::value(format!("No valid checkpoint found in output directory ({out_rel})"))),
+                }
+            }
+        };
+        let dir = self.run_dir.join(&rel);
+        let weights = ["model.safetensors", "pytorch_model.bin"].into_iter().find(|f| dir.join(f).is_file());
+        let Some(weights) = weights else {
+            return Err(HfError::value(format!("Can't find a valid checkpoint at {rel}")));
+        };
+        let damaged = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a damaged {what} in {rel}: {e}"));
+        if let Some((a, b)) = store::read_weights(&dir, weights).map_err(|e| damaged(weights, e))? {
+            self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
+        }
+        let sp = dir.join("trainer_state.json");
+        if !sp.is_file() {
+            return Err(HfError::new(
+                "FileNotFoundError",
+                format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(&format!("{rel}/trainer_state.json"))),
+            ));
+        }
+        let state = crate::pyjson::read_file(&sp).map_err(|e| damaged("trainer_state.json", e.to_string()))?;
+        self.resume = Some(Resumed { rel, state });
+        Ok(())
+    }
+
+    /// `_init_training_state` and `_load_optimizer_and_scheduler` of a resumed run. Returns
+    /// (epochs trained, batches already trained in the current epoch).
+    fn load_resumed_state(&mut self, r: &Resumed, nupe: usize, max_steps: i64, num_train_epochs: i64) -> Result<(usize, usize), HfError> {
+        let rel = &r.rel;
+        let damaged = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a damaged {what} in {rel}: {e}"));
+        let mut st = TrainerState::from_json(&r.state, self.profile).map_err(|e| damaged("trainer_state.json", e))?;
+        if let Some(b) = &st.best.best_model_checkpoint {
+            if !self.run_dir.join(b).is_dir() {
+                st.best.best_model_checkpoint = None;
+            }
+        }
+        st.max_steps = max_steps;
+        st.num_train_epochs = num_train_epochs;
+        // The intervals HF keeps are the checkpoint's; with unchanged arguments they equal ours.
+        st.intervals = self.state.intervals;
+        self.state = st;
+        let dir = self.run_dir.join(rel);
+        let (opt_p, sched_p) = (dir.join("optimizer.pt"), dir.join("scheduler.pt"));
+        if opt_p.is_file() && sched_p.is_file() {
+            let opt = crate::torch_format::load(&opt_p).map_err(|e| damaged("optimizer.pt", e.to_string()))?;
+            let sched = crate::torch_format::load(&sched_p).map_err(|e| damaged("scheduler.pt", e.to_string()))?;
+            match &mut self.opt {
+                Optim::AdamW(o) => o.load_state_dict(&opt).map_err(|e| damaged("optimizer.pt", e))?,
+                Optim::Sgd(_) => return Err(HfError::not_modelled("resuming SGD's optimizer state")),
+            }
+            match &self.sched {
+                Scheduler::Lambda(_) => {
+                    let last = sched.get("last_epoch").and_then(|v| v.as_i64()).ok_or_else(|| damaged("scheduler.pt", "no last_epoch".into()))?;
+                    self.sched_steps = last;
+                    self.current_lr = match &self.opt {
+                        Optim::AdamW(o) => o.groups.first().map(|g| g.lr).unwrap_or(self.current_lr),
+                        Optim::Sgd(_) => self.current_lr,
+                    };
+                }
+                Scheduler::Plateau(_) | Scheduler::Greedy(_) => {
+                    return Err(HfError::not_modelled("resuming ReduceLROnPlateau's or GreedyLR's state"))
+                }
+            }
+        }
+        let g = self.state.global_step;
+        self.initial_global_step = g;
+        self.last_logged = g;
+        let epochs_trained = (g / nupe as u64) as usize;
+        let steps_in_epoch = (g % nupe as u64) as usize * self.args.gradient_accumulation_steps;
+        if self.profile.sampler != crate::sampler::SamplerKind::SeedableEpochSeed {
+            return Err(HfError::not_modelled(format!("resuming with the {:?} sampler", self.profile.sampler)));
+        }
+        Ok((epochs_trained, steps_in_epoch))
+    }
+
+    /// `_load_rng_state`: the global torch generator from `rng_state.pth` (nothing when the file
+    /// is absent: HF only logs that).
+    fn load_rng_state(&mut self) -> Result<(), HfError> {
+        let Some(r) = &self.resume else { return Ok(()) };
+        let path = self.run_dir.join(&r.rel).join("rng_state.pth");
+        if !path.is_file() {
+            return Ok(());
+        }
+        let damaged = |e: String| HfError::not_modelled(format!("HF's error for a damaged {}: {e}", path.display()));
+        let v = crate::torch_format::load(&path).map_err(|e| damaged(e.to_string()))?;
+        let cpu = v.get("cpu").and_then(|t| t.as_tensor()).ok_or_else(|| damaged("no cpu state".into()))?;
+        let bytes = cpu.contiguous_bytes().map_err(|e| damaged(e.to_string()))?;
+        self.rng.global = crate::rng::TorchGenerator::set_state(&bytes).map_err(damaged)?;
+        Ok(())
     }
 
     /// `output_dir` as the runner passes it: relative, so every path HF records is relative to
@@ -473,6 +643,10 @@ impl<'a> Trainer<'a> {
         }
         // `self.state.epoch = 0` comes after create_optimizer_and_scheduler.
         self.state.epoch = Some(args::Num::Int(0));
+        let (epochs_trained, steps_trained_in_epoch) = match self.resume.clone() {
+            Some(r) => self.load_resumed_state(&r, nupe, max_steps, num_train_epochs)?,
+            None => (0, 0),
+        };
         if let Some(es) = &self.sc.early_stopping {
             self.early_stopping_checks(es.patience)?;
         }
@@ -484,7 +658,14 @@ impl<'a> Trainer<'a> {
         let mut total_batched = 0usize;
         let mut grad_norm: Option<f32> = None;
         let mut learning_rate: Option<f64> = None;
-        for epoch in 0..num_train_epochs as usize {
+        for epoch in epochs_trained..num_train_epochs as usize {
+            let resumed_epoch = self.resume.is_some() && epoch == epochs_trained;
+            if resumed_epoch {
+                self.rng.epochs_started = epoch;
+                if steps_trained_in_epoch == 0 {
+                    self.load_rng_state()?;
+                }
+            }
             let order = self.rng.begin_train_epoch(n);
             let batches: Vec<Vec<usize>> = order
                 .chunks(bs)
@@ -529,6 +710,26 @@ impl<'a> Trainer<'a> {
                 GaLoss::GradsDivided => (1.0 / ga as f64, 1.0),
                 GaLoss::LogDivided => (1.0, 1.0 / ga as f64),
             };
+            // A resumed epoch skips the batches already trained (`skip_first_batches`; they end
+            // on an update boundary), then restores the rng state.
+            let mut chunks = chunks.into_iter().peekable();
+            if resumed_epoch && steps_trained_in_epoch > 0 {
+                let mut skipped = 0;
+                while skipped < steps_trained_in_epoch {
+                    match chunks.next() {
+                        Some(c) => skipped += c.len(),
+                        None => break,
+                    }
+                }
+                if skipped != steps_trained_in_epoch {
+                    return Err(HfError::not_modelled("resuming inside a gradient-accumulation window"));
+                }
+                step = steps_trained_in_epoch as i64 - 1;
+                total_batched += steps_trained_in_epoch;
+                if chunks.peek().is_some() {
+                    self.load_rng_state()?;
+                }
+            }
             'outer: for chunk in chunks {
                 for rows in chunk {
                     step += 1;
@@ -1150,7 +1351,7 @@ impl<'a> Trainer<'a> {
     fn finalize(&mut self, start: Instant) -> Result<(), HfError> {
         let tr = self.tr_loss as f64;
         self.total_loss_scalar += tr;
-        let steps = self.state.global_step as f64;
+        let steps = (self.state.global_step - self.initial_global_step) as f64;
         let train_loss = if self.profile.train_loss_zero_division && steps == 0.0 {
             return Err(HfError::new("ZeroDivisionError", "float division by zero"));
         } else {

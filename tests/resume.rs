@@ -1,0 +1,179 @@
+//! `train(resume_from_checkpoint=...)` against the real HF Trainer of the newest profile, and
+//! cross-resume both ways: each case's first run and its resume run by HF, by the Rust trainer,
+//! by HF then Rust (HF's checkpoint resumed by Rust) and by Rust then HF (our checkpoint resumed
+//! by HF). All four run directories must be equal (`diff::compare_run_dirs`: structure, JSON,
+//! tensors in the float class, error): the last one is the proof that our checkpoint files are
+//! real to HF.
+//!
+//! Needs the newest profile's venv (`.venv`, which `./dev test` creates); skipped, saying so,
+//! when `CKPTSPEC_REAL_PROFILES` names neither the newest profile nor `all` and it is set.
+
+use ckptspec::diff;
+use ckptspec::profile::{self, Profile};
+use ckptspec::scenario::Scenario;
+use ckptspec::trainer::{self, ResumeFrom, SaveMode};
+use std::path::Path;
+use std::process::Command;
+
+/// A case: a scenario's first run, damage applied to its run directory, then the resume.
+struct Case {
+    scenario: &'static str,
+    resume: &'static str,
+    /// Paths relative to the run directory: removed (file or folder), or truncated to N bytes.
+    damage: &'static [(&'static str, Option<u64>)],
+}
+
+const BASE: &str = r#""max_steps": 10, "save_steps": 3, "logging_steps": 1, "per_device_train_batch_size": 8"#;
+
+fn cases() -> Vec<(String, Case)> {
+    let sc = |name: &str, args: &str, extra: &str| -> String {
+        format!(r#"{{"name": "{name}", "summary": "resume test", "args": {{{args}}}{extra}}}"#)
+    };
+    let plain = sc("plain", BASE, "");
+    let ga = sc(
+        "ga",
+        r#""max_steps": 10, "save_steps": 2, "logging_steps": 1, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2"#,
+        r#", "data": {"train": 60, "eval": 16}"#,
+    );
+    let best = sc(
+        "best",
+        r#""max_steps": 10, "save_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "logging_steps": 2, "load_best_model_at_end": true, "metric_for_best_model": "f1", "save_total_limit": 2"#,
+        r#", "metrics": [{"f1": 0.5}, {"f1": 0.9}, {"f1": 0.6}, {"f1": 0.7}, {"f1": 0.65}]"#,
+    );
+    let early = sc(
+        "early",
+        r#""max_steps": 16, "save_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "logging_steps": 2, "load_best_model_at_end": true, "metric_for_best_model": "f1""#,
+        r#", "metrics": [{"f1": 0.5}, {"f1": 0.9}, {"f1": 0.6}, {"f1": 0.7}, {"f1": 0.65}, {"f1": 0.6}, {"f1": 0.6}, {"f1": 0.6}], "early_stopping": {"patience": 3}"#,
+    );
+    let epochs = sc("epochs", r#""num_train_epochs": 3, "save_strategy": "epoch", "logging_steps": 4, "per_device_train_batch_size": 16"#, "");
+    let nosave = sc("nosave", r#""max_steps": 4, "save_strategy": "no""#, "");
+    vec![
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-3", damage: &[] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-9", damage: &[] }),
+        (plain.clone(), Case { scenario: "plain", resume: "last", damage: &[] }),
+        (plain.clone(), Case { scenario: "plain", resume: "last", damage: &[("output/checkpoint-10", None)] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/trainer_state.json", None)] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/model.safetensors", None)] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/rng_state.pth", None)] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/optimizer.pt", None)] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-7", damage: &[] }),
+        (ga.clone(), Case { scenario: "ga", resume: "checkpoint-4", damage: &[] }),
+        (ga.clone(), Case { scenario: "ga", resume: "checkpoint-6", damage: &[] }),
+        (best.clone(), Case { scenario: "best", resume: "checkpoint-6", damage: &[] }),
+        (best.clone(), Case { scenario: "best", resume: "last", damage: &[("output/checkpoint-4", None)] }),
+        (early.clone(), Case { scenario: "early", resume: "checkpoint-8", damage: &[] }),
+        (epochs.clone(), Case { scenario: "epochs", resume: "checkpoint-4", damage: &[] }),
+        (nosave.clone(), Case { scenario: "nosave", resume: "last", damage: &[] }),
+    ]
+}
+
+fn damage(run_dir: &Path, d: &[(&str, Option<u64>)]) {
+    for (rel, trunc) in d {
+        let p = run_dir.join(rel);
+        match trunc {
+            Some(n) => std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(*n).unwrap(),
+            None if p.is_dir() => std::fs::remove_dir_all(&p).unwrap(),
+            None if p.exists() => std::fs::remove_file(&p).unwrap(),
+            None => {}
+        }
+    }
+}
+
+/// One python process runs every job (scenario, run dir, resume or null) in order.
+fn hf(py: &Path, root: &Path, jobs: &[(String, std::path::PathBuf, Option<&str>)]) {
+    let list: Vec<serde_json::Value> = jobs
+        .iter()
+        .map(|(sc, dir, resume)| serde_json::json!({"sc": serde_json::from_str::<serde_json::Value>(sc).unwrap(), "dir": dir, "resume": resume}))
+        .collect();
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import generate as g
+world = g.hf_world()
+v = world["transformers"].__version__
+for job in json.load(open(sys.argv[2])):
+    g.run_scenario(job["sc"], world, v, job["dir"], resume=job["resume"])
+"#;
+    let jobs_file = jobs[0].1.parent().unwrap().join(format!("jobs-{}.json", jobs.len()));
+    std::fs::write(&jobs_file, serde_json::to_string(&list).unwrap()).unwrap();
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .arg(root.join("conformance"))
+        .arg(&jobs_file)
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "HF runs failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+#[test]
+fn resume_and_cross_resume_agree_with_real_hf() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let v = profile::newest();
+    let chosen = std::env::var("CKPTSPEC_REAL_PROFILES").unwrap_or_default();
+    if !(chosen.is_empty() || chosen == "all" || chosen.split(',').any(|c| c.trim() == v)) {
+        println!("skipped: CKPTSPEC_REAL_PROFILES={chosen} does not name {v}");
+        return;
+    }
+    let py = root.join(".venv/bin/python");
+    assert!(py.exists(), "{} is missing: `./dev test` creates it", py.display());
+    let profile = Profile::get(v).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let dir = |k: usize, who: &str| tmp.path().join(format!("{k:02}-{}-{who}", cases[k].1.scenario));
+    // First runs: HF's and ours.
+    let first: Vec<_> = (0..cases.len()).map(|k| (cases[k].0.clone(), dir(k, "hf"), None)).collect();
+    hf(&py, root, &first);
+    for (k, (json, _)) in cases.iter().enumerate() {
+        let sc: Scenario = serde_json::from_str(json).unwrap();
+        ckptspec::runner::run_scenario(&sc, &profile, &dir(k, "rs")).unwrap();
+    }
+    // Cross copies, then damage everywhere.
+    for (k, (_, c)) in cases.iter().enumerate() {
+        copy_dir(&dir(k, "hf"), &dir(k, "hf-rs"));
+        copy_dir(&dir(k, "rs"), &dir(k, "rs-hf"));
+        for who in ["hf", "rs", "hf-rs", "rs-hf"] {
+            damage(&dir(k, who), c.damage);
+        }
+    }
+    // Resumes: HF on its own and on ours; Rust on its own and on HF's.
+    let second: Vec<_> = (0..cases.len())
+        .flat_map(|k| [(cases[k].0.clone(), dir(k, "hf"), Some(cases[k].1.resume)), (cases[k].0.clone(), dir(k, "rs-hf"), Some(cases[k].1.resume))])
+        .collect();
+    hf(&py, root, &second);
+    let mut bad = vec![];
+    for (k, (json, c)) in cases.iter().enumerate() {
+        let sc: Scenario = serde_json::from_str(json).unwrap();
+        let from = match c.resume {
+            "last" => ResumeFrom::Last,
+            name => ResumeFrom::Checkpoint(name.to_string()),
+        };
+        for who in ["rs", "hf-rs"] {
+            trainer::resume(&sc, &profile, &dir(k, who), SaveMode::HfCompatible, &from).unwrap();
+        }
+        let expected = dir(k, "hf");
+        let err = ckptspec::pyjson::read_file(expected.join("result.json")).unwrap();
+        println!("{} resume {} damage {:?}: HF error {}", c.scenario, c.resume, c.damage, err.get("error").map(|e| format!("{e:?}")).unwrap_or_default());
+        for who in ["rs", "hf-rs", "rs-hf"] {
+            let rep = diff::compare_run_dirs(&expected, &dir(k, who)).unwrap();
+            if !rep.is_clean() {
+                bad.push(format!("case {k} ({} from {}), {who}:\n{}", c.scenario, c.resume, rep.render(&expected, &dir(k, who), 5)));
+            }
+        }
+    }
+    println!("resume cases: {}, run directories compared: {}, disagreeing: {}", cases.len(), 3 * cases.len(), bad.len());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
