@@ -256,22 +256,30 @@ fn a_truncated_optimizer_is_reported_and_breaks_the_resume() {
     assert!(r.resume_reasons.iter().any(|x| x.contains("optimizer.pt")), "{:?}", r.resume_reasons);
 }
 
+/// Flips one bit in the middle of the record of `path` that `pick` chooses.
+fn flip_bit_in_record(path: &Path, pick: impl Fn(&ckptspec::torch_format::zip::ZipEntry) -> bool) -> String {
+    let entries = ckptspec::torch_format::zip::read_directory(&mut std::fs::File::open(path).unwrap()).unwrap();
+    let rec = entries.iter().filter(|e| e.crc != 0 && e.size > 0 && pick(e)).max_by_key(|e| e.size).expect("a stored record with a CRC");
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[(rec.data_offset + rec.size / 2) as usize] ^= 0x10;
+    std::fs::write(path, bytes).unwrap();
+    rec.name.clone()
+}
+
 #[test]
 fn a_flipped_bit_in_a_stored_record_is_a_crc_mismatch() {
-    let (_t, run) = copy_run("4.46.3", "rotation-limit-2");
-    let out = run.join("output");
-    let first = format!("checkpoint-{}", checkpoint_steps(&out)[0]);
-    let path = out.join(&first).join("scheduler.pt");
-    let entries = ckptspec::torch_format::zip::read_directory(&mut std::fs::File::open(&path).unwrap()).unwrap();
-    let rec = entries.iter().filter(|e| e.crc != 0 && e.size > 0).max_by_key(|e| e.size).unwrap();
-    let mut bytes = std::fs::read(&path).unwrap();
-    let at = (rec.data_offset + rec.size / 2) as usize;
-    bytes[at] ^= 0x10;
-    std::fs::write(&path, bytes).unwrap();
-    let r = assert_flagged(&run, &first, Some("scheduler.pt"));
-    let c = r.checkpoints.iter().find(|c| c.name == first).unwrap();
-    assert!(c.corrupt.iter().any(|(f, why)| f == "scheduler.pt" && why.contains("CRC32")), "{:?}", c.corrupt);
-    assert!(!c.resume_fails.is_empty());
+    // In the pickle record of scheduler.pt, and in a tensor storage of optimizer.pt (whose
+    // values would still look like floats).
+    for (file, storage) in [("scheduler.pt", false), ("optimizer.pt", true)] {
+        let (_t, run) = copy_run("4.46.3", "rotation-limit-2");
+        let out = run.join("output");
+        let first = format!("checkpoint-{}", checkpoint_steps(&out)[0]);
+        let rec = flip_bit_in_record(&out.join(&first).join(file), |e| e.name.contains("/data/") == storage);
+        let r = assert_flagged(&run, &first, Some(file));
+        let c = r.checkpoints.iter().find(|c| c.name == first).unwrap();
+        assert!(c.corrupt.iter().any(|(f, why)| f == file && why.contains("CRC32") && why.contains(&rec)), "{rec}: {:?}", c.corrupt);
+        assert!(!c.resume_fails.is_empty());
+    }
 }
 
 /// The first 5.24.0 golden run whose final best_model_checkpoint is (or is not) its newest
@@ -347,6 +355,9 @@ fn a_foreign_checkpoint_with_a_newer_mtime_is_reported() {
         std::fs::File::open(out2.join(&name)).unwrap().set_modified(later).unwrap();
         let r = assert_flagged(&out2, &name, None);
         assert!(r.deviations.iter().any(|d| d.kind == "two-runs" && d.folder.as_deref() == Some(name.as_str())), "{}", r.render());
+        // The run's own arguments (not the foreign folder's) drive the replay.
+        assert!(r.replay.compared, "{}", r.render());
+        assert_eq!(r.args_source.as_deref(), Some(format!("checkpoint-{}/training_args.bin", ours.last().unwrap()).as_str()));
         if higher {
             // HF's resume picks the highest number: the foreign folder.
             assert_eq!(r.resume_pick.as_deref(), Some(name.as_str()));

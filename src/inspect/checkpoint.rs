@@ -430,14 +430,23 @@ enum Kind {
     Any,
 }
 
-/// Reads a torch file fully (every record, CRC32-checked).
+/// Reads a torch file fully: its pickle and small records (lazily, so tensors stay in the file:
+/// shapes, strides and storage bounds are still checked against it), then every zip record once
+/// more, one at a time, for its CRC32 (a multi-GB optimizer.pt is never held in memory whole).
 fn load_torch(path: &Path) -> Result<Value, FileState> {
-    let opts = LoadOptions { lazy: false, verify_crc: true, ..LoadOptions::default() };
-    match torch_format::load_with(path, &opts) {
-        Ok(l) => Ok(l.value),
-        Err(e @ FormatError::RefusedGlobal { .. }) => Err(FileState::Unchecked(training_args::strip_path(&e.to_string(), path))),
-        Err(e) => Err(FileState::Corrupt(training_args::strip_path(&e.to_string(), path))),
+    let corrupt = |e: FormatError| FileState::Corrupt(training_args::strip_path(&e.to_string(), path));
+    let opts = LoadOptions { lazy: true, verify_crc: true, ..LoadOptions::default() };
+    let v = match torch_format::load_with(path, &opts) {
+        Ok(l) => l.value,
+        Err(e @ FormatError::RefusedGlobal { .. }) => return Err(FileState::Unchecked(training_args::strip_path(&e.to_string(), path))),
+        Err(e) => return Err(corrupt(e)),
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| FileState::Corrupt(format!("open failed: {e}")))?;
+    let entries = torch_format::zip::read_directory(&mut f).map_err(corrupt)?;
+    for e in &entries {
+        torch_format::zip::read_entry(&mut f, e, true).map_err(corrupt)?;
     }
+    Ok(v)
 }
 
 /// Reads a torch file fully and checks its top-level shape.
@@ -466,8 +475,16 @@ fn check_torch(path: &Path, kind: Kind) -> FileState {
 /// A weights file: safetensors (every tensor read) or a torch state dict of tensors.
 fn check_weights(path: &Path) -> FileState {
     if path.extension().is_some_and(|e| e == "safetensors") {
-        return match crate::safetensors::load(path) {
-            Ok(_) => FileState::Ok,
+        // The header (sizes, dtypes, offsets tiling the data), then each tensor read, one at a time.
+        let read = || -> crate::torch_format::Result<()> {
+            let st = crate::safetensors::read_header(path)?;
+            for t in &st.tensors {
+                st.tensor(t)?;
+            }
+            Ok(())
+        };
+        return match read() {
+            Ok(()) => FileState::Ok,
             Err(e) => FileState::Corrupt(training_args::strip_path(&e.to_string(), path)),
         };
     }

@@ -4,13 +4,14 @@
 //! state, so for two checkpoints of one run the later one's `log_history` starts with the
 //! earlier one's entries (runtimes included, which differ between any two real runs), and both
 //! have the same `max_steps` and `num_train_epochs`; a checkpoint's `global_step` is the number
-//! in its name. A folder that breaks this was written by another run sharing the `output_dir`
-//! (or renamed, or edited).
+//! in its name. A folder that breaks this was written by another `train()` call sharing the
+//! `output_dir`: another run, or the same one resumed with other arguments (a resume keeps the
+//! loaded `log_history`, so then one history still leads into the other; said in the message).
 //!
 //! The reference state is the newest one the folder holds: a run directory's `result.json`
 //! `final_state` (the runner contract: the Trainer's state after `train()`), else the output
-//! folder's own `trainer_state.json` (`save_state()`), else the checkpoint that most others are
-//! consistent with (ties: the higher step, HF's own pick).
+//! folder's own `trainer_state.json` (`save_state()`), else the checkpoint that the most
+//! checkpoints (itself included) are consistent with (ties: the higher step, HF's own pick).
 
 use super::checkpoint::{int, Checkpoint};
 use crate::pyjson::PyJson;
@@ -42,8 +43,9 @@ pub struct Lineage {
     pub state: Option<PyJson>,
     /// Checkpoints (indices) consistent with the reference.
     pub members: Vec<usize>,
-    /// Checkpoints that are not, with the first reason.
-    pub foreign: Vec<(usize, String)>,
+    /// Checkpoints that are not: the first reason, and whether their log_history leads into the
+    /// reference's (or the reference's into theirs): one run resumed with other arguments?
+    pub foreign: Vec<(usize, String, bool)>,
 }
 
 /// Python-equal JSON with NaN equal to NaN (two writes of one state compare equal).
@@ -63,36 +65,54 @@ fn history(s: &PyJson) -> &[PyJson] {
     }
 }
 
-/// Why checkpoint `c` cannot be part of the run whose newest state is `r` (None: it can).
-pub fn inconsistency(c: &Checkpoint, r: &PyJson) -> Option<String> {
-    let s = c.state.as_ref()?;
+/// How a checkpoint relates to the run's newest state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Relation {
+    /// Part of the run.
+    Member,
+    /// Written by another `train()` call: why, and whether its log_history still leads into
+    /// the newest state's (then it may be the same run resumed with other arguments, e.g. more
+    /// steps: still two calls sharing the folder, and the plan of the newest arguments does not
+    /// cover it).
+    Foreign { why: String, continues: bool },
+}
+
+/// How checkpoint `c` relates to the run whose newest state is `r` (a checkpoint without a
+/// readable state cannot be judged and counts as a member).
+pub fn relation(c: &Checkpoint, r: &PyJson) -> Relation {
+    let Some(s) = c.state.as_ref() else { return Relation::Member };
+    let (hc, hr) = (history(s), history(r));
+    let diverges = if hc.len() > hr.len() {
+        Some(format!("its log_history has {} entries, more than the run's newest state ({})", hc.len(), hr.len()))
+    } else {
+        hc.iter().zip(hr).position(|(a, b)| !same(a, b)).map(|i| {
+            let step = hc[i].get("step").and_then(int).map(|s| format!(" (step {s})")).unwrap_or_default();
+            format!("its log_history entry {i}{step} differs from the run's")
+        })
+    };
+    let foreign = |why: String| Relation::Foreign { why, continues: diverges.is_none() };
     let gs = s.get("global_step").and_then(int);
     if let (Some(n), Some(g)) = (c.step, gs) {
         if n as i128 != g {
-            return Some(format!("its trainer_state.json has global_step {g}, not {n}"));
+            return foreign(format!("its trainer_state.json has global_step {g}, not {n}"));
+        }
+    }
+    if let Some(why) = diverges.clone() {
+        return foreign(why);
+    }
+    if let (Some(g), Some(rg)) = (gs, r.get("global_step").and_then(int)) {
+        if g > rg {
+            return foreign(format!("its global_step {g} is past the run's newest state (step {rg})"));
         }
     }
     for key in ["max_steps", "num_train_epochs"] {
         if let (Some(a), Some(b)) = (s.get(key), r.get(key)) {
             if !same(a, b) {
-                return Some(format!("its {key} is {}, the run's {}", show(a), show(b)));
+                return foreign(format!("its {key} is {}, the run's {}", show(a), show(b)));
             }
         }
     }
-    if let (Some(g), Some(rg)) = (gs, r.get("global_step").and_then(int)) {
-        if g > rg {
-            return Some(format!("its global_step {g} is past the run's newest state (step {rg})"));
-        }
-    }
-    let (hc, hr) = (history(s), history(r));
-    if hc.len() > hr.len() {
-        return Some(format!("its log_history has {} entries, more than the run's newest state ({})", hc.len(), hr.len()));
-    }
-    if let Some(i) = hc.iter().zip(hr).position(|(a, b)| !same(a, b)) {
-        let step = hc[i].get("step").and_then(int).map(|s| format!(" (step {s})")).unwrap_or_default();
-        return Some(format!("its log_history entry {i}{step} differs from the run's"));
-    }
-    None
+    Relation::Member
 }
 
 fn show(v: &PyJson) -> String {
@@ -101,15 +121,15 @@ fn show(v: &PyJson) -> String {
 
 /// Builds the lineage from the run's own final states (if any) and its checkpoints.
 pub fn build(cks: &[Checkpoint], final_state: Option<&PyJson>, folder_state: Option<&PyJson>) -> Lineage {
-    let judged = |r: &PyJson| -> (Vec<usize>, Vec<(usize, String)>) {
+    let judged = |r: &PyJson| -> (Vec<usize>, Vec<(usize, String, bool)>) {
         let (mut m, mut f) = (vec![], vec![]);
         for (i, c) in cks.iter().enumerate() {
             if c.step.is_none() {
                 continue;
             }
-            match inconsistency(c, r) {
-                Some(why) => f.push((i, why)),
-                None => m.push(i),
+            match relation(c, r) {
+                Relation::Member => m.push(i),
+                Relation::Foreign { why, continues } => f.push((i, why, continues)),
             }
         }
         (m, f)

@@ -253,7 +253,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     let (hf_version, version_source) = version.ok_or_else(|| {
         format!("{}: no config.json, result.json or readable training_args.bin names the HF version that wrote it", out.display())
     })?;
-    let resolved = crate::profile::resolve(&hf_version).map_err(|e| format!("{}: written by transformers {hf_version}: {e}", out.display()))?;
+    let resolved = crate::profile::resolve(&hf_version).map_err(|e| format!("{}: written by transformers {hf_version}: {}", out.display(), e.replace("--hf version", "version")))?;
     let profile: &'static Profile = training_args::cached_profile(resolved.profile()).expect("resolve returns profiled versions");
     let rules = resume::ResumeRules::of(profile);
 
@@ -269,7 +269,6 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         Some((_, a)) => Expect::from_args(a, profile, has_config),
         None => Expect { config: has_config, ..Expect::default() },
     };
-    let kwargs = run_args.as_ref().map(|(_, a)| a.kwargs(profile)).unwrap_or_default();
 
     // Checkpoints, oldest first.
     let mut checkpoints: Vec<Checkpoint> = ck_dirs.iter().rev().map(|(n, _)| checkpoint::check(&out.join(n), profile, run_expect, &rules)).collect();
@@ -297,6 +296,14 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     };
     let lin = lineage::build(&checkpoints, final_state.as_ref(), folder_state.as_ref());
     let state_source = lin.source.as_ref().map(|s| s.describe(&checkpoints));
+    // The run's arguments are its newest member's (a foreign folder's are not the run's).
+    let run_args = lin
+        .members
+        .iter()
+        .rev()
+        .find_map(|&i| checkpoints[i].args.as_ref().map(|a| (format!("{}/training_args.bin", checkpoints[i].name), a.clone())))
+        .or_else(|| run_args.filter(|(s, _)| !lin.foreign.iter().any(|(i, _, _)| s.starts_with(&format!("{}/", checkpoints[*i].name)))));
+    let kwargs = run_args.as_ref().map(|(_, a)| a.kwargs(profile)).unwrap_or_default();
 
     let mut problems: Vec<Problem> = vec![];
     let mut warnings: Vec<String> = vec![];
@@ -325,12 +332,17 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         deviations.push(replay::Deviation { kind: "crash", folder: Some(l.name.clone()), message: format!("{}: {}", l.name, l.what) });
     }
     // Folders of another run.
-    for (i, why) in &lin.foreign {
+    for (i, why, continues) in &lin.foreign {
         let c = &checkpoints[*i];
+        let who = if *continues {
+            "another train() call wrote it (its log_history and the run's lead into one another: a resume with other arguments, or a second run)"
+        } else {
+            "another run wrote it: two runs share this output_dir"
+        };
         deviations.push(replay::Deviation {
             kind: "two-runs",
             folder: Some(c.name.clone()),
-            message: format!("{} does not belong to this run ({}): {why}: two runs share this output_dir", c.name, state_source.clone().unwrap_or_default()),
+            message: format!("{} does not belong to the run of {}: {why}; {who}", c.name, state_source.clone().unwrap_or_default()),
         });
     }
     // mtime order against step order.
@@ -475,7 +487,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
             for d in &c.resume_degraded {
                 warnings.push(format!("resuming from {}: {d}", c.name));
             }
-            if lin.foreign.iter().any(|(i, _)| checkpoints[*i].name == c.name) {
+            if lin.foreign.iter().any(|(i, _, _)| checkpoints[*i].name == c.name) {
                 warnings.push(format!("resume_from_checkpoint=True picks {}, which belongs to another run", c.name));
             }
             resume_ok = resume_reasons.is_empty();
