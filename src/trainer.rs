@@ -454,6 +454,11 @@ impl<'a> Trainer<'a> {
     /// errors for what is missing.
     fn begin_resume(&mut self, from: &ResumeFrom) -> Result<(), HfError> {
         let out_rel = self.output_rel();
+        if self.mode == SaveMode::Atomic {
+            // A killed atomic run may have left a staging folder (never matched as a checkpoint).
+            let out = self.output_abs();
+            crate::atomic::remove_leftovers(&out).map_err(|e| io_err(&out, e))?;
+        }
         let rel = match from {
             ResumeFrom::Checkpoint(name) => format!("{out_rel}/{name}"),
             ResumeFrom::Last => {
