@@ -184,7 +184,8 @@ pub enum ResumeFrom {
 struct Resumed {
     /// `output/checkpoint-N`, relative to the run directory, as HF's paths are.
     rel: String,
-    state: PyJson,
+    /// None where the release reads trainer_state.json only when it exists and it does not.
+    state: Option<PyJson>,
 }
 
 /// What feeds a plan's evaluations (`ckptspec plan`, `ckptspec inspect`): the executor runs as
@@ -492,13 +493,16 @@ impl<'a> Trainer<'a> {
             self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
         }
         let sp = dir.join("trainer_state.json");
-        if !sp.is_file() {
+        let state = if sp.is_file() {
+            Some(crate::pyjson::read_file(&sp).map_err(|e| damaged("trainer_state.json", e.to_string()))?)
+        } else if self.resume_rules().requires_trainer_state {
             return Err(HfError::new(
                 "FileNotFoundError",
                 format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(&format!("{rel}/trainer_state.json"))),
             ));
-        }
-        let state = crate::pyjson::read_file(&sp).map_err(|e| damaged("trainer_state.json", e.to_string()))?;
+        } else {
+            None
+        };
         self.resume = Some(Resumed { rel, state });
         Ok(())
     }
@@ -508,17 +512,19 @@ impl<'a> Trainer<'a> {
     fn load_resumed_state(&mut self, r: &Resumed, nupe: usize, max_steps: i64, num_train_epochs: i64) -> Result<(usize, usize), HfError> {
         let rel = &r.rel;
         let damaged = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a damaged {what} in {rel}: {e}"));
-        let mut st = TrainerState::from_json(&r.state, self.profile).map_err(|e| damaged("trainer_state.json", e))?;
-        if let Some(b) = &st.best.best_model_checkpoint {
-            if !self.run_dir.join(b).is_dir() {
-                st.best.best_model_checkpoint = None;
+        if let Some(json) = &r.state {
+            let mut st = TrainerState::from_json(json, self.profile).map_err(|e| damaged("trainer_state.json", e))?;
+            if let Some(b) = &st.best.best_model_checkpoint {
+                if self.resume_rules().drops_missing_best && !self.run_dir.join(b).is_dir() {
+                    st.best.best_model_checkpoint = None;
+                }
             }
+            st.max_steps = max_steps;
+            st.num_train_epochs = num_train_epochs;
+            // The intervals HF keeps are the checkpoint's; with unchanged arguments they equal ours.
+            st.intervals = self.state.intervals;
+            self.state = st;
         }
-        st.max_steps = max_steps;
-        st.num_train_epochs = num_train_epochs;
-        // The intervals HF keeps are the checkpoint's; with unchanged arguments they equal ours.
-        st.intervals = self.state.intervals;
-        self.state = st;
         let dir = self.run_dir.join(rel);
         let (opt_p, sched_p) = (dir.join("optimizer.pt"), dir.join("scheduler.pt"));
         if opt_p.is_file() && sched_p.is_file() {
@@ -551,6 +557,11 @@ impl<'a> Trainer<'a> {
             return Err(HfError::not_modelled(format!("resuming with the {:?} sampler", self.profile.sampler)));
         }
         Ok((epochs_trained, steps_in_epoch))
+    }
+
+    /// How this release's `train(resume_from_checkpoint=...)` treats a checkpoint folder.
+    fn resume_rules(&self) -> crate::profile::ResumeBehaviors {
+        crate::profile::ResumeBehaviors::at(crate::profile::Version::parse(self.profile.version).expect("profile versions parse"))
     }
 
     /// `_load_rng_state`: the global torch generator from `rng_state.pth` (nothing when the file
