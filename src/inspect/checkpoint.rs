@@ -9,7 +9,9 @@
 //! `pytorch_model.bin` where `save_safetensors` exists and is False), `config.json` (a
 //! `PreTrainedModel`), `training_args.bin`, `trainer_state.json`, and unless `save_only_model`
 //! `optimizer.pt`, `scheduler.pt` and `rng_state.pth` (`rng_state_<rank>.pth` in a distributed
-//! run). `scaler.pt` only comes with fp16 loss scaling and is checked when present.
+//! run). `scaler.pt` only comes with fp16 loss scaling and is checked when present. A sharded
+//! model's index and every shard it names, or a PEFT model's `adapter_model.*`, stand for the
+//! weights file. DeepSpeed and FSDP layouts (their own subfolders) are not modelled.
 //!
 //! What a resume needs is what HF's loaders do, read in every profiled release:
 //! * `_load_from_checkpoint` (4.31-5.24): `ValueError("Can't find a valid checkpoint at ...")`
@@ -210,14 +212,18 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect, resume: &super::
     // Weights.
     let preferred = expect.weights_file();
     let index = format!("{preferred}.index.json");
-    let weights_state = if has(preferred) {
-        check_weights(&dir.join(preferred))
+    // A PEFT model's save writes its adapter instead of the full weights.
+    let adapter = ["adapter_model.safetensors", "adapter_model.bin"].into_iter().find(|f| has(f));
+    let (weights_name, weights_state) = if has(preferred) {
+        (preferred.to_string(), check_weights(&dir.join(preferred)))
     } else if has(&index) {
-        check_index(dir, &index)
+        (index.clone(), check_index(dir, &index))
+    } else if let Some(a) = adapter {
+        (a.to_string(), check_weights(&dir.join(a)))
     } else {
-        FileState::Missing
+        (preferred.to_string(), FileState::Missing)
     };
-    c.files.push((if has(&index) && !has(preferred) { index.clone() } else { preferred.to_string() }, weights_state.clone()));
+    c.files.push((weights_name, weights_state.clone()));
     // The other weights file, when present, is read too (a resume may take it).
     let other = if preferred == "model.safetensors" { "pytorch_model.bin" } else { "model.safetensors" };
     let other_state = if has(other) { Some(check_weights(&dir.join(other))) } else { None };
@@ -359,6 +365,8 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect, resume: &super::
             ("pytorch_model.bin", if preferred == "pytorch_model.bin" { weights_state.clone() } else { other_state.clone().unwrap_or(FileState::Missing) })
         } else if has(&index) || has("model.safetensors.index.json") || has("pytorch_model.bin.index.json") {
             ("the sharded weights", weights_state.clone())
+        } else if let Some(a) = adapter {
+            (a, weights_state.clone())
         } else {
             ("pytorch_model.bin", FileState::Missing)
         };
