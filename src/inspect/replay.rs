@@ -18,7 +18,9 @@
 //!   accumulation steps, a state at `global_step` g with `epoch` e gives `round(g * GA / e)`
 //!   batches per epoch (exact without accumulation: HF's epoch is `k + j / batches`); the most
 //!   common value over the states wins, times `per_device_train_batch_size` rows. Without any
-//!   state past step 0, `max_steps` steps make one epoch. Eval sets come from the prefixes of the
+//!   state past step 0, `max_steps` steps make one epoch. When that size does not reproduce
+//!   the run (below), nearby sizes are tried (up to 64): with accumulation, releases from 4.46
+//!   size the last update of an epoch by the row count. Eval sets come from the prefixes of the
 //!   logged evaluations (`eval_loss` one set, `eval_<name>_loss` a dict of sets), 16 rows each
 //!   (their size changes no folder). `EarlyStoppingCallback` comes from `stateful_callbacks`
 //!   (4.41+; before, it leaves no trace, and a run it stopped just ends before the plan).
@@ -225,15 +227,9 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
     let ga = get_i64(&args, p, "gradient_accumulation_steps").unwrap_or(1).max(1) as u64;
     let bs = get_i64(&args, p, "per_device_train_batch_size").unwrap_or(8).max(1) as u64;
     let max_steps = get_i64(&args, p, "max_steps").unwrap_or(-1);
-    let batches = match batches_per_epoch(&input.observations, ga) {
-        Some(n) => {
-            out.inferred.push(format!("{n} batches per epoch (from global_step and epoch of the states), so {} train rows of batch {bs}", n * bs));
-            n
-        }
-        None if max_steps > 0 => {
-            out.inferred.push(format!("no state past step 0: assumed one epoch of max_steps={max_steps} steps"));
-            max_steps as u64 * ga
-        }
+    let (batches, how) = match batches_per_epoch(&input.observations, ga) {
+        Some(n) => (n, "batches per epoch from global_step and epoch of the states"),
+        None if max_steps > 0 => (max_steps as u64 * ga, "no state past step 0: one epoch of max_steps steps assumed"),
         None => return Err("no state past step 0 and no max_steps: the train set's size cannot be inferred".into()),
     };
     let evals = evaluations(input.state)?;
@@ -264,7 +260,7 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         Some(PyJson::List(_)) => return Err("several EarlyStoppingCallbacks in stateful_callbacks: not replayed".into()),
         _ => None,
     };
-    let sc = Scenario {
+    let mut sc = Scenario {
         name: "inspect-replay".into(),
         summary: "the run replayed from its own arguments and logged metrics".into(),
         args,
@@ -275,52 +271,44 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         finally_calls: vec![],
     };
     let given: Vec<Map<String, J>> = evals.into_iter().map(|(_, m)| m).collect();
-    out.inferred.push(format!("{} logged evaluation(s) feed the replay's evaluate() calls", given.len()));
 
-    let tmp = TempDir::new().map_err(|e| format!("temporary folder: {e}"))?;
-    let trace = trainer::plan(&sc, p, &tmp.0, PlanMetrics::Given(given)).map_err(|e| format!("the replay did not run: {e}"))?;
-    let result = crate::pyjson::read_file(tmp.0.join("result.json")).map_err(|e| format!("the replay's result.json: {e}"))?;
-    if let Some(PyJson::Dict(e)) = result.get("error") {
-        let g = |k: &str| e.iter().find(|(kk, _)| kk == k).and_then(|(_, v)| if let PyJson::Str(s) = v { Some(s.clone()) } else { None }).unwrap_or_default();
-        out.error = Some(format!("{}: {}", g("type"), g("message")));
-    }
-    let plan_state = result.get("final_state").cloned().unwrap_or(PyJson::Null);
-    let kind = |e: &str| e.split(':').next().unwrap_or("").to_string();
-    // Steps up to `cut` are compared: the horizon, or the steps before it when the run ended in
-    // an error at the horizon that the replay does not reproduce (it may have struck before
-    // that step's save).
-    let mut cut = input.horizon;
-    match (&input.run_error, &out.error) {
-        (None, Some(pe)) => return Err(format!("the replay raises {pe}, where the run did not: the arguments as saved do not replay (4.31 writes resolved ratio intervals back into them)")),
-        (Some(re), pe) if pe.as_deref().map(kind) != Some(kind(re)) => {
-            out.inferred.push(format!(
-                "the run ended in {re}, the replay {}: compared before step {}",
-                pe.as_deref().unwrap_or("without an error"),
-                input.horizon
-            ));
-            cut = input.horizon.saturating_sub(1);
-        }
-        _ => {}
-    }
-
-    // Self-check: the inferred data must reproduce the run's max_steps and epochs.
-    let (rm, pm) = (input.state.get("max_steps").and_then(jnum), plan_state.get("max_steps").and_then(jnum));
-    if let (Some(a), Some(b)) = (rm, pm) {
-        if a != b && b != 0.0 {
-            return Err(format!("the replay's max_steps is {b}, the run's {a}: its arguments or data size were not inferred right"));
-        }
-    }
-    let plan_out = tmp.0.join("output");
-    for (name, _, epoch) in &input.actual {
-        let Some(e) = epoch else { continue };
-        let Ok(PyJson::Dict(d)) = crate::pyjson::read_file(plan_out.join(name).join("trainer_state.json")) else { continue };
-        let pe = d.iter().find(|(k, _)| k == "epoch").and_then(|(_, v)| jnum(v));
-        if let Some(pe) = pe {
-            if (pe - e).abs() > 1e-9 * e.abs().max(1.0) {
-                return Err(format!("the replay's {name} is at epoch {pe}, the run's at {e}: the inferred data size does not reproduce the run"));
+    // Candidate train sizes: the inferred batches times the batch size first; where that does
+    // not reproduce the run (with gradient accumulation, some releases size the last update by
+    // the row count, not the batch count), every size from batches-GA to batches+GA batches,
+    // each with a full last batch first.
+    let mut candidates = vec![batches * bs];
+    for d in 0..=ga {
+        for n in [batches.saturating_sub(d), batches + d] {
+            for k in 0..bs {
+                let r = (n * bs).saturating_sub(k);
+                if n > 0 && r > (n - 1) * bs && !candidates.contains(&r) {
+                    candidates.push(r);
+                }
             }
         }
     }
+    candidates.truncate(MAX_TRIES);
+    let tried = candidates.len();
+    let mut first_mismatch: Option<String> = None;
+    let mut found = None;
+    for rows in candidates {
+        sc.data.train = rows as usize;
+        match attempt(input, &sc, &given, out)? {
+            Ok(a) => {
+                found = Some((rows, a));
+                break;
+            }
+            Err(m) => {
+                first_mismatch.get_or_insert(m);
+            }
+        }
+    }
+    let Some((rows, Attempt { tmp, trace, plan_state, cut })) = found else {
+        return Err(format!("{} (and no other of {tried} train sizes near it reproduces the run)", first_mismatch.unwrap_or_default()));
+    };
+    out.inferred.push(format!("{rows} train rows of batch {bs} ({} batches per epoch; {how})", rows.div_ceil(bs)));
+    out.inferred.push(format!("{} logged evaluation(s) feed the replay's evaluate() calls", given.len()));
+    let plan_out = tmp.0.join("output");
 
     // The plan's folders at the horizon.
     let h = cut;
@@ -412,6 +400,66 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         out.deviations.push(Deviation { kind: if msg.contains("deleted") { "not-rotated" } else { "unexpected" }, folder: Some(name.clone()), message: msg });
     }
     Ok(())
+}
+
+/// The most train sizes one replay tries (see the candidates in [`run`]).
+const MAX_TRIES: usize = 64;
+
+/// One plan run that reproduces the run's max_steps and epochs.
+struct Attempt {
+    tmp: TempDir,
+    trace: trainer::PlanTrace,
+    plan_state: PyJson,
+    /// The last step compared.
+    cut: u64,
+}
+
+/// Runs the plan once. `Err`: the replay cannot be compared at all; `Ok(Err)`: this train size
+/// does not reproduce the run (why).
+fn attempt(input: &Input, sc: &Scenario, given: &[Map<String, J>], out: &mut Outcome) -> Result<Result<Attempt, String>, String> {
+    let tmp = TempDir::new().map_err(|e| format!("temporary folder: {e}"))?;
+    let trace = trainer::plan(sc, input.profile, &tmp.0, PlanMetrics::Given(given.to_vec())).map_err(|e| format!("the replay did not run: {e}"))?;
+    let result = crate::pyjson::read_file(tmp.0.join("result.json")).map_err(|e| format!("the replay's result.json: {e}"))?;
+    out.error = None;
+    if let Some(PyJson::Dict(e)) = result.get("error") {
+        let g = |k: &str| e.iter().find(|(kk, _)| kk == k).and_then(|(_, v)| if let PyJson::Str(s) = v { Some(s.clone()) } else { None }).unwrap_or_default();
+        out.error = Some(format!("{}: {}", g("type"), g("message")));
+    }
+    let plan_state = result.get("final_state").cloned().unwrap_or(PyJson::Null);
+    let kind = |e: &str| e.split(':').next().unwrap_or("").to_string();
+    // Steps up to `cut` are compared: the horizon, or the steps before it when the run ended in
+    // an error at the horizon that the replay does not reproduce (it may have struck before
+    // that step's save).
+    let mut cut = input.horizon;
+    match (&input.run_error, &out.error) {
+        (None, Some(pe)) => return Err(format!("the replay raises {pe}, where the run did not: the arguments as saved do not replay (4.31 writes resolved ratio intervals back into them)")),
+        (Some(re), pe) if pe.as_deref().map(kind) != Some(kind(re)) => {
+            let note = format!("the run ended in {re}, the replay {}: compared before step {}", pe.as_deref().unwrap_or("without an error"), input.horizon);
+            if !out.inferred.contains(&note) {
+                out.inferred.push(note);
+            }
+            cut = input.horizon.saturating_sub(1);
+        }
+        _ => {}
+    }
+    // Self-check: the inferred data must reproduce the run's max_steps and epochs.
+    let (rm, pm) = (input.state.get("max_steps").and_then(jnum), plan_state.get("max_steps").and_then(jnum));
+    if let (Some(a), Some(b)) = (rm, pm) {
+        if a != b && b != 0.0 {
+            return Ok(Err(format!("the replay's max_steps is {b}, the run's {a}: its arguments or data size were not inferred right")));
+        }
+    }
+    let plan_out = tmp.0.join("output");
+    for (name, _, epoch) in &input.actual {
+        let Some(e) = epoch else { continue };
+        let Ok(PyJson::Dict(d)) = crate::pyjson::read_file(plan_out.join(name).join("trainer_state.json")) else { continue };
+        if let Some(pe) = d.iter().find(|(k, _)| k == "epoch").and_then(|(_, v)| jnum(v)) {
+            if (pe - e).abs() > 1e-9 * e.abs().max(1.0) {
+                return Ok(Err(format!("the replay's {name} is at epoch {pe}, the run's at {e}: the inferred data size does not reproduce the run")));
+            }
+        }
+    }
+    Ok(Ok(Attempt { tmp, trace, plan_state, cut }))
 }
 
 pub(crate) fn list(v: &[u64]) -> String {
