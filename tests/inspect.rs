@@ -2,6 +2,8 @@
 //! of damage reported (naming the folder and file) with exit status 1.
 //!
 //! The golden folders are only read; damage is done to copies in temporary folders.
+//! `CKPTSPEC_INSPECT_LIST=1 cargo test --release --test inspect -- --nocapture` lists every
+//! golden folder the sweep did not replay, with the reason.
 
 use ckptspec::inspect;
 use ckptspec::profile;
@@ -16,8 +18,6 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ckptspec")
 }
 
-/// Set CKPTSPEC_INSPECT_LIST=1 to list every folder the sweep did not replay, with the reason.
-///
 /// What the golden run's own files say inspect must flag: when HF raised an error (result.json)
 /// and the run stopped inside a save, the folder that save left behind: a `tmp-checkpoint-N`, or
 /// a `checkpoint-N` without its `trainer_state.json` (the file a save writes last but for the
