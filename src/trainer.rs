@@ -196,7 +196,7 @@ pub enum PlanMetrics {
     /// The metrics of each `evaluate()` call (one eval set each), in order, as HF logs them
     /// (`eval_loss`, `eval_f1`, ...; `epoch`, `step`, runtimes and throughputs are ignored).
     /// Calls past the end of the list are assumed as below (with unknown metric keys).
-    Given(Vec<serde_json::Map<String, serde_json::Value>>),
+    Given(Vec<Vec<(String, PyJson)>>),
     /// None given. The scenario's scripted compute_metrics gives its keys and values; the eval
     /// loss (a model's output) is assumed, and so is the metric for best model when
     /// `metric_keys_unknown` (a user's config: its compute_metrics is not known) and nothing
@@ -215,7 +215,7 @@ pub struct PlanTrace {
 
 #[derive(Debug, Clone)]
 struct PlanFeed {
-    given: std::collections::VecDeque<serde_json::Map<String, serde_json::Value>>,
+    given: std::collections::VecDeque<Vec<(String, PyJson)>>,
     metric_keys_unknown: bool,
     /// Assumed values handed out so far, per key (the next value improves on the last).
     counts: Vec<(String, u64)>,
@@ -984,11 +984,7 @@ impl<'a> Trainer<'a> {
         let n = set.x.len();
         let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
         let mut metrics = match given {
-            Some(entry) => entry
-                .into_iter()
-                .filter(|(k, _)| !is_volatile_key(k) && k != "epoch" && k != "step")
-                .map(|(k, v)| (k, PyJson::from(&v)))
-                .collect(),
+            Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile_key(k) && k != "epoch" && k != "step").collect(),
             None if self.plan.is_some() => self.assumed_metrics(k, &prefix),
             None => self.computed_metrics(k, &prefix),
         };

@@ -12,8 +12,7 @@
 //! * **Metrics**: every evaluation entry of the newest state's `log_history` (one per
 //!   `evaluate()` call and eval set, in order) as [`PlanMetrics::Given`]; evaluations past the
 //!   logged ones get assumed values, which is why nothing past the horizon (below) is compared.
-//!   A non-finite metric (a NaN `eval_loss`) cannot travel in JSON, so such a run is not
-//!   replayed.
+//!   Values travel as Python's JSON has them (a NaN `eval_loss` included).
 //! * **Data**: the train set's size is inferred from the states: with `GA` the gradient
 //!   accumulation steps, a state at `global_step` g with `epoch` e gives `round(g * GA / e)`
 //!   batches per epoch (exact without accumulation: HF's epoch is `k + j / batches`); the most
@@ -94,7 +93,7 @@ fn jnum(v: &PyJson) -> Option<f64> {
 }
 
 /// The evaluation entries of a log_history: (set name or None, metrics).
-fn evaluations(state: &PyJson) -> Result<Vec<(Option<String>, Map<String, J>)>, String> {
+fn evaluations(state: &PyJson) -> Result<Vec<(Option<String>, Vec<(String, PyJson)>)>, String> {
     let Some(PyJson::List(h)) = state.get("log_history") else { return Ok(vec![]) };
     let mut out = vec![];
     for e in h {
@@ -106,19 +105,11 @@ fn evaluations(state: &PyJson) -> Result<Vec<(Option<String>, Map<String, J>)>, 
             continue;
         };
         let set = prefix.strip_prefix("eval_").map(str::to_string);
-        let mut m = Map::new();
-        for (k, v) in d {
-            if k == "epoch" || k == "step" || k == "num_input_tokens_seen" || k.ends_with("_runtime") || k.ends_with("_per_second") {
-                continue;
-            }
-            if let PyJson::Float(f) = v {
-                if !f.is_finite() {
-                    return Err(format!("the logged {k} at step {} is {f}, which the replay's JSON metrics cannot carry", d.iter().find(|(k, _)| k == "step").map(|(_, s)| crate::pyjson::dumps(s, &Default::default()).unwrap_or_default()).unwrap_or_default()));
-                }
-            }
-            let jv = v.to_serde().map_err(|e| format!("metric {k}: {e}"))?;
-            m.insert(k.clone(), jv);
-        }
+        let m: Vec<(String, PyJson)> = d
+            .iter()
+            .filter(|(k, _)| !(k == "epoch" || k == "step" || k == "num_input_tokens_seen" || k.ends_with("_runtime") || k.ends_with("_per_second")))
+            .cloned()
+            .collect();
         out.push((set, m));
     }
     Ok(out)
@@ -270,7 +261,7 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         early_stopping: early,
         finally_calls: vec![],
     };
-    let given: Vec<Map<String, J>> = evals.into_iter().map(|(_, m)| m).collect();
+    let given: Vec<Vec<(String, PyJson)>> = evals.into_iter().map(|(_, m)| m).collect();
 
     // Candidate train sizes: the inferred batches times the batch size first; where that does
     // not reproduce the run (with gradient accumulation, some releases size the last update by
@@ -416,7 +407,7 @@ struct Attempt {
 
 /// Runs the plan once. `Err`: the replay cannot be compared at all; `Ok(Err)`: this train size
 /// does not reproduce the run (why).
-fn attempt(input: &Input, sc: &Scenario, given: &[Map<String, J>], out: &mut Outcome) -> Result<Result<Attempt, String>, String> {
+fn attempt(input: &Input, sc: &Scenario, given: &[Vec<(String, PyJson)>], out: &mut Outcome) -> Result<Result<Attempt, String>, String> {
     let tmp = TempDir::new().map_err(|e| format!("temporary folder: {e}"))?;
     let trace = trainer::plan(sc, input.profile, &tmp.0, PlanMetrics::Given(given.to_vec())).map_err(|e| format!("the replay did not run: {e}"))?;
     let result = crate::pyjson::read_file(tmp.0.join("result.json")).map_err(|e| format!("the replay's result.json: {e}"))?;

@@ -8,11 +8,10 @@
 
 use crate::diff::is_volatile;
 use crate::pyjson::{self, PyJson};
-use serde_json::{Map, Value};
 use std::path::Path;
 
-/// One `evaluate()` call's metrics.
-pub type Call = Map<String, Value>;
+/// One `evaluate()` call's metrics, as Python's JSON has them (NaN and Infinity included).
+pub type Call = Vec<(String, PyJson)>;
 
 /// Keys a plan never takes from a metrics entry: where and when it was logged (the executor
 /// adds its own), and wall-clock keys.
@@ -37,17 +36,12 @@ pub fn load_rounds(path: &Path, sets: &[String]) -> Result<Vec<Call>, String> {
             return Err(format!("{shown}: entry {} (of {}) is not an object; each entry is one evaluation round's results, e.g. {example}", i + 1, rounds.len()));
         };
         let place = |k: &str| format!("{shown}: entry {}, key {k:?}", i + 1);
-        let mut round = Map::new();
-        for (k, v) in entries {
-            if !ignored(k) {
-                round.insert(k.clone(), to_value(v, &place(k))?);
-            }
-        }
+        let round: Call = entries.iter().filter(|(k, _)| !ignored(k)).cloned().collect();
         if sets.is_empty() {
             calls.push(round);
             continue;
         }
-        let mut per_set: Vec<Call> = vec![Map::new(); sets.len()];
+        let mut per_set: Vec<Call> = vec![vec![]; sets.len()];
         for (k, v) in round {
             // The longest matching set name, so that sets `a` and `a_b` are told apart.
             let owner = sets
@@ -57,9 +51,7 @@ pub fn load_rounds(path: &Path, sets: &[String]) -> Result<Vec<Call>, String> {
                 .max_by_key(|(_, s)| s.len())
                 .map(|(j, _)| j);
             match owner {
-                Some(j) => {
-                    per_set[j].insert(k, v);
-                }
+                Some(j) => per_set[j].push((k, v)),
                 None => {
                     let names: Vec<String> = sets.iter().map(|s| format!("eval_{s}_")).collect();
                     return Err(format!(
@@ -99,35 +91,8 @@ pub fn load_trainer_state(path: &Path) -> Result<Vec<Call>, String> {
         // The order shows only in a KeyError's list of the available metrics.
         let prefix = entries.iter().find_map(|(k, _)| k.strip_suffix("_runtime").filter(|p| p.starts_with("eval")));
         let loss = prefix.map(|p| format!("{p}_loss"));
-        let mut call = Map::new();
         let ordered = entries.iter().filter(|(k, _)| Some(k) == loss.as_ref()).chain(entries.iter().filter(|(k, _)| Some(k) != loss.as_ref()));
-        for (k, v) in ordered {
-            if !ignored(k) {
-                call.insert(k.clone(), to_value(v, &format!("{shown}: log_history entry {}, key {k:?}", i + 1))?);
-            }
-        }
-        calls.push(call);
+        calls.push(ordered.filter(|(k, _)| !ignored(k)).cloned().collect());
     }
     Ok(calls)
-}
-
-/// A metric value for the executor's feed (serde_json). serde_json has no NaN, so a NaN is
-/// passed as the string "NaN": the executor compares metrics through `best::as_f64`, which
-/// reads any non-number as NaN, so every decision is NaN's. ±Infinity has no such stand-in.
-fn to_value(v: &PyJson, place: &str) -> Result<Value, String> {
-    Ok(match v {
-        PyJson::Float(x) if x.is_nan() => Value::String("NaN".into()),
-        PyJson::Float(x) if x.is_infinite() => {
-            return Err(format!("{place}: {} cannot be passed to the executor's given metrics yet (only finite numbers and NaN)", pyjson::float_repr(*x)));
-        }
-        PyJson::List(items) => Value::Array(items.iter().map(|x| to_value(x, place)).collect::<Result<_, _>>()?),
-        PyJson::Dict(d) => {
-            let mut m = Map::new();
-            for (k, x) in d {
-                m.insert(k.clone(), to_value(x, place)?);
-            }
-            Value::Object(m)
-        }
-        other => other.to_serde().map_err(|e| format!("{place}: {e}"))?,
-    })
 }
