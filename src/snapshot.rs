@@ -22,7 +22,7 @@ are the checkpoint-N folders left in output/ plus any checkpoint a trainer_state
 best_model_checkpoint; a deletion is inferred as \"saved but not present at the end\" (when it
 happened is not recorded; a checkpoint deleted without ever being named is not visible); best
 changes come from each saved checkpoint's trainer_state.json. Runtimes and throughputs are
-omitted; float-math values (losses, lr, grad_norm) are rounded to 5 significant digits.";
+omitted; float-math values (losses, lr, grad_norm, best_metric) are rounded to 5 significant digits.";
 
 /// A float rounded to 5 significant digits, printed as Python would print that value.
 pub fn round5(x: f64) -> String {
@@ -74,7 +74,12 @@ fn best_line(state: &PyJson) -> Option<String> {
     if metric.is_none() && ckpt.is_none() && step.is_none() {
         return None;
     }
-    let mut s = format!("best_metric={}", short(metric));
+    // Rounded like the other float-math values: a loss's last bits depend on the CPU (the same
+    // torch rounds differently on another machine); a scripted metric has fewer digits.
+    let mut s = match metric {
+        Some(PyJson::Float(x)) => format!("best_metric={}", round5(*x)),
+        other => format!("best_metric={}", short(other)),
+    };
     if state.get("best_global_step").is_some() {
         write!(s, " best_global_step={}", short(step)).unwrap();
     }
@@ -101,7 +106,7 @@ pub const TRACED_HEADER: &str = "\
 Logs and evaluations from final_state.log_history; saves, deletions (and the rule that deleted)
 and the best right after each save come from the Rust reference trainer run on the same
 scenario, whose run directory equals this one (tests/conformance.rs). Runtimes and throughputs
-are omitted; float-math values (losses, lr, grad_norm) are rounded to 5 significant digits.";
+are omitted; float-math values (losses, lr, grad_norm, best_metric) are rounded to 5 significant digits.";
 
 pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
     view(run_dir, title, None)

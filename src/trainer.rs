@@ -241,7 +241,25 @@ pub enum DiskEvent {
     /// `checkpoint-<step>` written; `best` as it stands right after.
     Saved { step: u64, folder: String, best: crate::best::Best },
     /// A folder deleted at `step`, and by which rule.
-    Deleted { step: u64, folder: String, why: &'static str },
+    Deleted { step: u64, folder: String, why: DeleteRule },
+}
+
+/// Why the executor deleted a checkpoint folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteRule {
+    /// `_rotate_checkpoints` after a save.
+    SaveTotalLimit,
+    /// `save_total_limit=1` with a best checkpoint: at the end of train(), every other folder.
+    EndOfTrainCleanup,
+}
+
+impl std::fmt::Display for DeleteRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeleteRule::SaveTotalLimit => "save_total_limit",
+            DeleteRule::EndOfTrainCleanup => "save_total_limit=1 end-of-train cleanup",
+        })
+    }
 }
 
 /// Runs a scenario; HF's outcome (including its errors) goes to result.json.
@@ -1355,7 +1373,7 @@ impl<'a> Trainer<'a> {
         for d in del {
             let _ = std::fs::remove_dir_all(self.run_dir.join(&d));
             let folder = d.rsplit('/').next().unwrap_or(&d).to_string();
-            self.events.push(DiskEvent::Deleted { step: self.state.global_step, folder, why: "save_total_limit" });
+            self.events.push(DiskEvent::Deleted { step: self.state.global_step, folder, why: DeleteRule::SaveTotalLimit });
         }
         Ok(())
     }
@@ -1408,7 +1426,7 @@ impl<'a> Trainer<'a> {
                         self.events.push(DiskEvent::Deleted {
                             step: self.state.global_step,
                             folder: name,
-                            why: "save_total_limit=1 end-of-train cleanup",
+                            why: DeleteRule::EndOfTrainCleanup,
                         });
                     }
                 }

@@ -327,7 +327,7 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
                 }
             }
             DiskEvent::Deleted { step, folder, why } if *step <= h => {
-                let end = why.contains("end-of-train");
+                let end = *why == trainer::DeleteRule::EndOfTrainCleanup;
                 if end && (!input.finished || stopped_early) {
                     end_cleanup_skipped = true;
                     continue;

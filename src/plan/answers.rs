@@ -327,7 +327,7 @@ fn timeline_events(
             DiskEvent::Deleted { step, folder, why } => {
                 let mut d = Map::new();
                 d.insert("folder".into(), Value::String(folder.clone()));
-                d.insert("rule".into(), Value::String((*why).to_string()));
+                d.insert("rule".into(), Value::String(why.to_string()));
                 at.entry(*step).or_default().1.push(Event { step: Some(*step), kind: "delete", details: d });
             }
         }
