@@ -6,6 +6,12 @@
 //!   setup HIDDEN LAYERS        allocate `layers` x Linear(hidden, hidden) + AdamW state (CPU)
 //!   save DIR                   fastsave (CRC on, 2 writer threads)       -> {"s": .., "bytes": .., "hwm_delta": ..}
 //!   save_durable DIR           same, fsync of every file and the folders
+//!   save_atomic DIR            atomic mode (src/atomic.rs): DIR is the output_dir (made before the
+//!                              clock starts); the durable save into atomic::staging_dir(DIR,
+//!                              "checkpoint-1"), then atomic::publish (one rename, DIR fsynced)
+//!   save_atomic_tree DIR       the same in the executor's order: page-cache save into the staging
+//!                              folder, atomic::sync_tree (fsync of every file, then the folder),
+//!                              atomic::publish
 //!   save_nocrc DIR             same as save with CRC32 off
 //!   save_serial DIR            same as save on one thread
 //!   plain DIR                  the format layer's ordinary path (BufWriter 8 MiB, whole-tensor CRC, one thread)
@@ -16,6 +22,7 @@
 //! Times are measured here around the call (like `_save_checkpoint` on the Python side); the
 //! driver deletes DIR and syncs between commands. `hwm_delta` is VmHWM after the save minus
 //! VmRSS before it (VmHWM reset with /proc/self/clear_refs first).
+use ckptspec::atomic;
 use ckptspec::fastsave::{self, Mlp, SaveOptions, Snapshot};
 use ckptspec::{safetensors as st, torch_format as tf};
 use std::io::{BufRead, Write};
@@ -106,6 +113,11 @@ fn main() {
                 _ => {
                     let m = mlp.as_ref().ok_or("no setup")?;
                     let dir = arg.ok_or("no DIR")?;
+                    if cmd.starts_with("save_atomic") {
+                        // The output_dir exists before a run's saves; the staging folder and
+                        // checkpoint-1 are the save's own.
+                        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                    }
                     let rss0 = fastsave::current_rss().unwrap_or(0);
                     let reset = fastsave::reset_peak_rss();
                     let t0 = Instant::now();
@@ -119,6 +131,21 @@ fn main() {
                             };
                             let ck = m.checkpoint("5.24.0")?;
                             fastsave::save(&dir, &ck, &opts)?.bytes
+                        }
+                        "save_atomic" | "save_atomic_tree" => {
+                            let ck = m.checkpoint("5.24.0")?;
+                            let err = |e: std::io::Error| format!("{}: {e}", dir.display());
+                            atomic::remove_leftovers(&dir).map_err(err)?;
+                            let staging = atomic::staging_dir(&dir, "checkpoint-1");
+                            let bytes = if cmd == "save_atomic" {
+                                fastsave::save(&staging, &ck, &SaveOptions::durable())?.bytes
+                            } else {
+                                let n = fastsave::save(&staging, &ck, &SaveOptions::default())?.bytes;
+                                atomic::sync_tree(&staging).map_err(err)?;
+                                n
+                            };
+                            atomic::publish(&dir, &staging, "checkpoint-1").map_err(err)?;
+                            bytes
                         }
                         "plain" => plain_save(&dir, m)?,
                         "raw" | "raw_durable" => {

@@ -5,7 +5,7 @@ process driven over a pipe), and a raw write of the same tensor bytes (the bound
 
 Usage (see README "Save speed"; scripts/side_by_side.sh builds the worker and runs this):
     .venv/bin/python scripts/side_by_side.py [--sizes 1M,10M,100M] [--reps 7] [--no-durable]
-        [--dir DIR] [--worker PATH] [--json OUT.json]
+        [--no-async] [--cases ckpt-durable,ckpt-atomic,...] [--dir DIR] [--worker PATH] [--json OUT.json]
 
 For each size, the HF model is `layers` x nn.Linear(hidden, hidden) built from a config (no hub
 download), trained 2 steps with optim="adamw_torch" so the AdamW state exists; the Rust worker
@@ -26,6 +26,13 @@ Cases:
   hf+sync        HF _save_checkpoint then os.sync(), inside the timing (HF never fsyncs)
   ckpt-durable   fastsave durable mode (fsync of every file and of the folders)
   raw-fsync      raw, each file fsynced: the durable bound
+  ckpt-atomic    atomic mode (src/atomic.rs): the durable save into the staging folder
+                 (.ckptspec-staging-checkpoint-1), one rename to checkpoint-1, the output_dir fsynced
+  ckpt-atomic-tree  the same in the executor's order: page-cache save into the staging folder, then
+                 atomic::sync_tree (every file, then the folder), the rename, the output_dir fsync
+
+--cases runs only the cases named (HF's model is then not built unless an hf case is named), e.g.
+    scripts/side_by_side.sh --sizes 100M --reps 7 --cases ckpt-durable,ckpt-atomic,ckpt-atomic-tree
 """
 import argparse, contextlib, io, json, os, shutil, statistics as st, subprocess, sys, time, warnings
 
@@ -43,9 +50,10 @@ from transformers import PretrainedConfig, PreTrainedModel, Trainer, TrainingArg
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {"1M": (512, 4), "10M": (1024, 10), "100M": (2048, 24)}
 PAGE_CASES = ["hf", "ckptspec", "ckpt-nocrc", "raw", "raw-2thr"]
-DURABLE_CASES = ["hf+sync", "ckpt-durable", "raw-fsync"]
+DURABLE_CASES = ["hf+sync", "ckpt-durable", "raw-fsync", "ckpt-atomic", "ckpt-atomic-tree"]
 WORKER_CMD = {"ckptspec": "save", "ckpt-nocrc": "save_nocrc", "raw": "raw", "raw-2thr": "raw2",
-              "ckpt-durable": "save_durable", "raw-fsync": "raw_durable", "ckpt-async": "async"}
+              "ckpt-durable": "save_durable", "raw-fsync": "raw_durable", "ckpt-async": "async",
+              "ckpt-atomic": "save_atomic", "ckpt-atomic-tree": "save_atomic_tree"}
 
 
 class MLPConfig(PretrainedConfig):
@@ -138,7 +146,7 @@ def clean(p):
 
 def fmt_row(name, v, nbytes):
     m = st.median(v)
-    return f"  {name:14s} {min(v):8.3f} {m:8.3f} {max(v):8.3f} {nbytes / m / 1e9:8.2f}   n={len(v)}"
+    return f"  {name:16s} {min(v):8.3f} {m:8.3f} {max(v):8.3f} {nbytes / m / 1e9:8.2f}   n={len(v)}"
 
 
 def main():
@@ -147,12 +155,19 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--no-durable", action="store_true", help="skip the fsync cases")
     ap.add_argument("--no-async", action="store_true", help="skip the async case")
+    ap.add_argument("--cases", default=None, help="comma list: run only these cases")
     ap.add_argument("--dir", default=os.path.join(ROOT, "target", "side-by-side"))
     ap.add_argument("--worker", default=os.path.join(ROOT, "target", "release", "examples", "save_worker"))
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     torch.set_num_threads(1)
     cases = PAGE_CASES + ([] if a.no_durable else DURABLE_CASES) + ([] if a.no_async else ["ckpt-async"])
+    if a.cases:
+        cases = a.cases.split(",")
+        unknown = [c for c in cases if c not in PAGE_CASES + DURABLE_CASES + ["ckpt-async"]]
+        if unknown:
+            sys.exit(f"unknown case(s) {unknown}; known: {PAGE_CASES + DURABLE_CASES + ['ckpt-async']}")
+    with_hf = any(c.startswith("hf") for c in cases)
     os.makedirs(a.dir, exist_ok=True)
     print(f"torch {torch.__version__}  transformers {transformers.__version__}  python {sys.version.split()[0]}")
     print(f"threads: torch.get_num_threads()={torch.get_num_threads()}  "
@@ -165,15 +180,18 @@ def main():
         hidden, layers = SIZES[label]
         hf_out = os.path.join(a.dir, f"hf-{label}")
         t0 = time.perf_counter()
-        tr = hf_trainer(hidden, layers, hf_out)
-        nparam = sum(p.numel() for p in tr.model.parameters())
+        tr = hf_trainer(hidden, layers, hf_out) if with_hf else None
         w = Worker(a.worker)
         setup = w(f"setup {hidden} {layers}")
-        assert setup["params"] == nparam, (setup, nparam)
-        print(f"\n== {label}: {nparam:,} params (hidden {hidden}, {layers} layers); HF trained {tr.state.global_step} steps "
-              f"in {time.perf_counter() - t0:.1f}s; Rust worker: tch threads {setup['tch_threads']}, "
-              f"fastsave writer threads {setup['writer_threads']}")
-        ck_hf = os.path.join(hf_out, f"checkpoint-{tr.state.global_step}")
+        nparam = setup["params"]
+        if tr is not None:
+            assert nparam == sum(p.numel() for p in tr.model.parameters()), (setup, tr.model)
+            built = f"HF trained {tr.state.global_step} steps in {time.perf_counter() - t0:.1f}s"
+        else:
+            built = "no HF case: HF's model not built"
+        print(f"\n== {label}: {nparam:,} params (hidden {hidden}, {layers} layers); {built}; Rust worker: tch threads "
+              f"{setup['tch_threads']}, fastsave writer threads {setup['writer_threads']}")
+        ck_hf = os.path.join(hf_out, f"checkpoint-{tr.state.global_step}") if tr is not None else None
         res, nbytes, hwm, rt, stall, first_hwm = {}, {}, [], [], [], None
         for r in range(a.reps + 1):
             order = cases[r % len(cases):] + cases[:r % len(cases)]
@@ -193,6 +211,9 @@ def main():
                     j = w(f"{WORKER_CMD[c]} {d}")
                     dt = j["s"]
                     nbytes[c] = du(d)
+                    if c.startswith("ckpt-atomic"):
+                        # Published as one folder, no staging left.
+                        assert sorted(os.listdir(d)) == ["checkpoint-1"], os.listdir(d)
                     clean(d)
                     if c == "ckptspec":
                         if first_hwm is None:
@@ -205,44 +226,52 @@ def main():
                     res.setdefault(c, []).append(dt)
         w.close()
         del tr
-        print(f"  {'case':14s} {'min s':>8s} {'median s':>8s} {'max s':>8s} {'GB/s med':>8s}   (bytes: HF {nbytes['hf']:,}, "
-              f"ckptspec {nbytes['ckptspec']:,}, raw {nbytes['raw']:,})")
+        print(f"  {'case':16s} {'min s':>8s} {'median s':>8s} {'max s':>8s} {'GB/s med':>8s}   (bytes: "
+              + ", ".join(f"{c} {nbytes[c]:,}" for c in ("hf", "ckptspec", "raw", "ckpt-durable") if c in nbytes) + ")")
         for c in cases:
             print(fmt_row(c, res[c], nbytes[c]))
         med = {c: st.median(v) for c, v in res.items()}
         mn = {c: min(v) for c, v in res.items()}
-        print(f"  HF / ckptspec:            median {med['hf'] / med['ckptspec']:.2f}x   min {mn['hf'] / mn['ckptspec']:.2f}x   (target >= 2.0x at 100M)")
-        print(f"  ckptspec vs raw (1 thr):  {med['raw'] / med['ckptspec'] * 100:.0f}% of raw throughput at the median, "
-              f"{mn['raw'] / mn['ckptspec'] * 100:.0f}% at the min   (target >= 80% at 100M)")
-        print(f"  ckptspec vs raw (2 thr):  {med['raw-2thr'] / med['ckptspec'] * 100:.0f}% at the median")
-        print(f"  CRC32 off / on:           median {med['ckpt-nocrc'] / med['ckptspec']:.2f}")
-        if not a.no_durable:
+        have = lambda *cs: all(c in med for c in cs)  # noqa: E731
+        if have("hf", "ckptspec"):
+            print(f"  HF / ckptspec:            median {med['hf'] / med['ckptspec']:.2f}x   min {mn['hf'] / mn['ckptspec']:.2f}x   (target >= 2.0x at 100M)")
+        if have("raw", "ckptspec"):
+            print(f"  ckptspec vs raw (1 thr):  {med['raw'] / med['ckptspec'] * 100:.0f}% of raw throughput at the median, "
+                  f"{mn['raw'] / mn['ckptspec'] * 100:.0f}% at the min   (target >= 80% at 100M)")
+        if have("raw-2thr", "ckptspec"):
+            print(f"  ckptspec vs raw (2 thr):  {med['raw-2thr'] / med['ckptspec'] * 100:.0f}% at the median")
+        if have("ckpt-nocrc", "ckptspec"):
+            print(f"  CRC32 off / on:           median {med['ckpt-nocrc'] / med['ckptspec']:.2f}")
+        if have("ckpt-durable", "raw-fsync"):
             print(f"  durable / raw-fsync:      median {med['ckpt-durable'] / med['raw-fsync']:.2f}x   min "
-                  f"{mn['ckpt-durable'] / mn['raw-fsync']:.2f}x   (target <= 1.2x);  HF+sync / durable: median "
-                  f"{med['hf+sync'] / med['ckpt-durable']:.2f}x")
+                  f"{mn['ckpt-durable'] / mn['raw-fsync']:.2f}x   (target <= 1.2x)")
+        if have("hf+sync", "ckpt-durable"):
+            print(f"  HF+sync / durable:        median {med['hf+sync'] / med['ckpt-durable']:.2f}x")
+        for c in ("ckpt-atomic", "ckpt-atomic-tree"):
+            if have(c, "ckpt-durable"):
+                print(f"  {c + ' / durable:':25s} median {med[c] / med['ckpt-durable']:.2f}x   min {mn[c] / mn['ckpt-durable']:.2f}x"
+                      f"   (target <= 1.1x)")
         if stall:
             print(f"  async: stall min {min(stall):.3f} median {st.median(stall):.3f} s; total (stall + background write) "
                   f"median {med['ckpt-async']:.3f} s")
-        print(f"  peak memory of a ckptspec save (VmHWM - VmRSS before): first save in a fresh process "
-              f"{first_hwm / 2**20:.1f} MiB, max over all {max(hwm) / 2**20:.1f} MiB; tensors {setup['rss'] / 2**20:.0f} MiB RSS "
-              f"before saving (incl. the async snapshot buffers)")
-        print(f"  pipe round trip beyond the worker's own timing: median {st.median(rt) * 1e3:.2f} ms")
+        if hwm:
+            print(f"  peak memory of a ckptspec save (VmHWM - VmRSS before): first save in a fresh process "
+                  f"{first_hwm / 2**20:.1f} MiB, max over all {max(hwm) / 2**20:.1f} MiB; tensors {setup['rss'] / 2**20:.0f} MiB RSS "
+                  f"before saving (incl. the async snapshot buffers)")
+            print(f"  pipe round trip beyond the worker's own timing: median {st.median(rt) * 1e3:.2f} ms")
         results[label] = {"params": nparam, "bytes": nbytes, "times": res, "hwm_delta": hwm, "first_hwm_delta": first_hwm,
                           "async_stall": stall}
     print(f"\nload average at end: {os.getloadavg()}")
-    print("\nsummary (seconds; ratios of HF to ckptspec and of ckptspec throughput to raw's):")
-    print(f"  {'size':5s} {'HF min':>7s} {'HF med':>7s} {'ck min':>7s} {'ck med':>7s} {'raw min':>7s} {'raw med':>7s} "
-          f"{'HF/ck med':>9s} {'HF/ck min':>9s} {'ck%raw med':>10s}"
-          + ("" if a.no_durable else f" {'dur med':>7s} {'rawfs med':>9s} {'dur/rawfs':>9s}"))
+    print("\nsummary (seconds, min / median of each case; then the ratios of medians):")
     for label, r in results.items():
         t = r["times"]
         m = {c: st.median(v) for c, v in t.items()}
         n = {c: min(v) for c, v in t.items()}
-        line = (f"  {label:5s} {n['hf']:7.3f} {m['hf']:7.3f} {n['ckptspec']:7.3f} {m['ckptspec']:7.3f} {n['raw']:7.3f} "
-                f"{m['raw']:7.3f} {m['hf'] / m['ckptspec']:8.2f}x {n['hf'] / n['ckptspec']:8.2f}x {m['raw'] / m['ckptspec'] * 100:9.0f}%")
-        if not a.no_durable:
-            line += f" {m['ckpt-durable']:7.3f} {m['raw-fsync']:9.3f} {m['ckpt-durable'] / m['raw-fsync']:8.2f}x"
-        print(line)
+        print(f"  {label:5s} " + "  ".join(f"{c} {n[c]:.3f}/{m[c]:.3f}" for c in cases))
+        ratios = [(x, y) for x, y in (("hf", "ckptspec"), ("ckpt-durable", "raw-fsync"), ("ckpt-atomic", "ckpt-durable"),
+                                      ("ckpt-atomic-tree", "ckpt-durable")) if x in m and y in m]
+        if ratios:
+            print("        " + "  ".join(f"{x}/{y} {m[x] / m[y]:.2f}x" for x, y in ratios))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"load_end": os.getloadavg(), "results": results}, f, indent=1)

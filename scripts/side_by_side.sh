@@ -2,7 +2,8 @@
 # Save speed, side by side in one run: the real HF Trainer's _save_checkpoint (the .venv's
 # transformers), ckptspec's fast save (examples/save_worker.rs, driven as a long-lived process)
 # and a raw write of the same bytes. Builds the worker, then runs scripts/side_by_side.py with
-# the arguments given (e.g. --sizes 100M --reps 9 --no-durable). See README "Save speed".
+# the arguments given (e.g. --sizes 100M --reps 9 --no-durable, or --cases
+# ckpt-durable,ckpt-atomic for atomic mode's cost alone). See README "Save speed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --example save_worker

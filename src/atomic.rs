@@ -10,8 +10,12 @@
 //! Guarantee: after a crash at any point, every `checkpoint-*` folder in `output_dir` is a
 //! complete checkpoint whose files are on disk (each file, the folder and the parent fsynced
 //! before and after the rename). Cost: one fsync per file, one per folder and two of the parent
-//! per save (the HF-compatible mode, like HF, fsyncs nothing).
+//! per save (the HF-compatible mode, like HF, fsyncs nothing). tests/kill.rs kills runs with
+//! SIGKILL at random moments and at [`crate::failpoint`]s (every fsync and rename here is one)
+//! and checks it. Rotation's deletions are not made here: a folder the executor removes with a
+//! plain `remove_dir_all` can be left partial by a kill ([`remove_checkpoint`] cannot).
 
+use crate::failpoint;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -55,6 +59,7 @@ pub fn remove_leftovers(out: &Path) -> io::Result<Vec<String>> {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
         if is_staging_name(&name) && e.file_type()?.is_dir() {
+            failpoint::step("remove-leftover", &e.path());
             fs::remove_dir_all(e.path())?;
             removed.push(name);
         }
@@ -78,9 +83,11 @@ pub fn sync_tree(dir: &Path) -> io::Result<()> {
         if ft.is_dir() {
             sync_tree(&e.path())?;
         } else if ft.is_file() {
+            failpoint::step("fsync", &e.path());
             File::open(e.path())?.sync_all()?;
         }
     }
+    failpoint::step("fsync-dir", dir);
     sync_dir(dir)
 }
 
@@ -134,14 +141,19 @@ fn publish_with(out: &Path, staging: &Path, folder: &str, try_exchange: bool) ->
     let target = out.join(folder);
     match fs::symlink_metadata(&target) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            failpoint::step("rename", &target);
             fs::rename(staging, &target)?;
+            failpoint::step("fsync-parent", out);
             return sync_dir(out);
         }
         Err(e) => return Err(e),
         Ok(_) => {}
     }
+    failpoint::step("exchange", &target);
     if try_exchange && exchange(staging, &target)? {
+        failpoint::step("fsync-parent", out);
         sync_dir(out)?;
+        failpoint::step("remove-old", staging);
         fs::remove_dir_all(staging)?;
         return sync_dir(out);
     }
@@ -149,11 +161,33 @@ fn publish_with(out: &Path, staging: &Path, folder: &str, try_exchange: bool) ->
     if aside.exists() {
         fs::remove_dir_all(&aside)?;
     }
+    failpoint::step("rename-aside", &target);
     fs::rename(&target, &aside)?;
+    failpoint::step("rename", &target);
     fs::rename(staging, &target)?;
+    failpoint::step("fsync-parent", out);
     sync_dir(out)?;
+    failpoint::step("remove-old", &aside);
     fs::remove_dir_all(&aside)?;
     sync_dir(out)
+}
+
+/// Deletes `out/folder` (a checkpoint rotation removes) so that a crash never leaves it partial:
+/// one rename to `.ckptspec-staging-old-<folder>` (a name [`remove_leftovers`] removes, and
+/// that neither HF's `get_last_checkpoint` nor its rotation matches), then the removal of that
+/// folder's files. A crash before the rename leaves the complete folder, after it a leftover.
+/// (A plain `remove_dir_all` of `checkpoint-N` leaves, when killed, a `checkpoint-N` that has
+/// lost some of its files: HF-named and incomplete.)
+pub fn remove_checkpoint(out: &Path, folder: &str) -> io::Result<()> {
+    let target = out.join(folder);
+    let aside = aside_dir(out, folder);
+    if aside.exists() {
+        fs::remove_dir_all(&aside)?;
+    }
+    failpoint::step("remove-rename", &target);
+    fs::rename(&target, &aside)?;
+    failpoint::step("remove", &aside);
+    fs::remove_dir_all(&aside)
 }
 
 #[cfg(test)]
@@ -175,6 +209,22 @@ mod tests {
         ] {
             assert!(!is_staging_name(n), "{n}");
         }
+    }
+
+    #[test]
+    fn remove_checkpoint_leaves_no_partial_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path();
+        fs::create_dir_all(out.join("checkpoint-2")).unwrap();
+        fs::write(out.join("checkpoint-2/f"), "x").unwrap();
+        fs::create_dir_all(out.join("checkpoint-4")).unwrap();
+        // A leftover of an earlier killed removal goes too.
+        fs::create_dir_all(aside_dir(out, "checkpoint-2")).unwrap();
+        remove_checkpoint(out, "checkpoint-2").unwrap();
+        let names: Vec<_> = fs::read_dir(out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["checkpoint-4"]);
+        assert!(remove_checkpoint(out, "checkpoint-9").is_err());
+        assert!(is_staging_name(&aside_dir(out, "checkpoint-2").file_name().unwrap().to_string_lossy()));
     }
 
     #[test]

@@ -294,11 +294,17 @@ pub struct FileSink {
     pos: u64,
     kicked: u64,
     kick: bool,
+    /// An armed `mid` failpoint ([`crate::failpoint`]): every byte is kept in `buf`, and
+    /// [`FileSink::finish`] writes the first half and kills the process.
+    tear: bool,
 }
 
 impl FileSink {
+    /// Creates the file (a [`crate::failpoint::file`] event: every checkpoint file but the
+    /// small text ones comes through here).
     pub fn create(path: &Path, early_writeback: bool) -> io::Result<FileSink> {
-        Ok(FileSink { f: File::create(path)?, buf: Vec::with_capacity(SMALL_BUF), pos: 0, kicked: 0, kick: early_writeback })
+        let tear = crate::failpoint::file(path) == crate::failpoint::Next::Tear;
+        Ok(FileSink { f: File::create(path)?, buf: Vec::with_capacity(SMALL_BUF), pos: 0, kicked: 0, kick: early_writeback, tear })
     }
     fn flush_buf(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
@@ -316,6 +322,11 @@ impl FileSink {
     }
     /// Flushes; with `durable`, fsyncs. Returns the file size.
     pub fn finish(mut self, durable: bool) -> io::Result<u64> {
+        if self.tear {
+            let half = self.buf.len() / 2;
+            self.f.write_all(&self.buf[..half])?;
+            crate::failpoint::die();
+        }
         self.flush_buf()?;
         if durable {
             self.f.sync_all()?;
@@ -326,13 +337,13 @@ impl FileSink {
 
 impl Write for FileSink {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        if b.len() >= DIRECT_MIN {
+        if b.len() >= DIRECT_MIN && !self.tear {
             self.flush_buf()?;
             self.f.write_all(b)?;
             self.pos += b.len() as u64;
             self.maybe_kick();
         } else {
-            if self.buf.len() + b.len() > SMALL_BUF {
+            if self.buf.len() + b.len() > SMALL_BUF && !self.tear {
                 self.flush_buf()?;
             }
             self.buf.extend_from_slice(b);
@@ -340,6 +351,9 @@ impl Write for FileSink {
         Ok(b.len())
     }
     fn flush(&mut self) -> io::Result<()> {
+        if self.tear {
+            return Ok(());
+        }
         self.flush_buf()
     }
 }
@@ -459,7 +473,7 @@ fn write_small(dir: &Path, name: &str, s: &Small, opts: &SaveOptions) -> Result<
     let path = dir.join(name);
     match s {
         Small::Bytes(b) => {
-            fs::write(&path, b).map_err(|x| format!("{}: {x}", path.display()))?;
+            crate::failpoint::write_file(&path, b).map_err(|x| format!("{}: {x}", path.display()))?;
             Ok(b.len() as u64)
         }
         Small::Torch(v) => write_torch(&path, v, &SaveOptions { durable: false, ..opts.clone() }),

@@ -9,6 +9,7 @@ pub mod best;
 pub mod changes;
 pub mod conformance;
 pub mod diff;
+pub mod failpoint;
 pub mod fastsave;
 pub mod hf_error;
 pub mod profile;

@@ -42,9 +42,9 @@ pub fn write_weights(dir: &Path, profile: &Profile, file: &str, a: f32, b: f32) 
 }
 
 /// A small text file of a checkpoint (`trainer_state.json`, `config.json`): one place for every
-/// such write.
+/// such write (a [`crate::failpoint`] file event).
 pub fn write_text(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(e)
+    crate::failpoint::write_file(path, text.as_bytes()).map_err(e)
 }
 
 /// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).
