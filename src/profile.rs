@@ -440,6 +440,10 @@ behaviors! {
     /// A restored `best_model_checkpoint` whose folder is gone is dropped with a warning ("The
     /// best checkpoint ... does not exist anymore. Ignoring it for this run.").
     drops_missing_best: bool = ["4.31.0" => false, "5.17.0" => true];
+    /// The final `train_loss` averages over the steps of this `train()` call
+    /// (`global_step - _initial_global_step`); before, over every step (`global_step`), so a
+    /// resumed run divided its own losses by steps it did not train.
+    train_loss_per_call: bool = ["4.31.0" => false, "5.19.0" => true];
 }
 
 impl TorchLayout {

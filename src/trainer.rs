@@ -1371,8 +1371,8 @@ impl<'a> Trainer<'a> {
             self.profile.rotation_protection,
         )?;
         for d in del {
-            let _ = std::fs::remove_dir_all(self.run_dir.join(&d));
             let folder = d.rsplit('/').next().unwrap_or(&d).to_string();
+            self.delete_checkpoint(&folder);
             self.events.push(DiskEvent::Deleted { step: self.state.global_step, folder, why: DeleteRule::SaveTotalLimit });
         }
         Ok(())
@@ -1381,7 +1381,7 @@ impl<'a> Trainer<'a> {
     fn finalize(&mut self, start: Instant) -> Result<(), HfError> {
         let tr = self.tr_loss as f64;
         self.total_loss_scalar += tr;
-        let steps = (self.state.global_step - self.initial_global_step) as f64;
+        let steps = if self.resume_rules().train_loss_per_call { self.state.global_step - self.initial_global_step } else { self.state.global_step } as f64;
         let train_loss = if self.profile.train_loss_zero_division && steps == 0.0 {
             return Err(HfError::new("ZeroDivisionError", "float division by zero"));
         } else {
@@ -1422,7 +1422,7 @@ impl<'a> Trainer<'a> {
                 for e in entries {
                     let name = e.file_name().to_string_lossy().into_owned();
                     if name.starts_with("checkpoint-") && e.path().is_dir() && e.path() != best_abs {
-                        let _ = std::fs::remove_dir_all(e.path());
+                        self.delete_checkpoint(&name);
                         self.events.push(DiskEvent::Deleted {
                             step: self.state.global_step,
                             folder: name,
@@ -1433,6 +1433,16 @@ impl<'a> Trainer<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Deletes `output/<folder>` as HF does (`shutil.rmtree(..., ignore_errors=True)`); in atomic
+    /// mode by one rename out of HF's sight first, so that a crash never leaves it partial.
+    fn delete_checkpoint(&self, folder: &str) {
+        let out = self.output_abs();
+        let _ = match self.mode {
+            SaveMode::Atomic => crate::atomic::remove_checkpoint(&out, folder),
+            SaveMode::HfCompatible => std::fs::remove_dir_all(out.join(folder)),
+        };
     }
 
     fn write_model(&self, dir: &Path) -> Result<(), HfError> {

@@ -122,14 +122,19 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn resume_and_cross_resume_agree_with_real_hf() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let v = profile::newest();
-    let chosen = std::env::var("CKPTSPEC_REAL_PROFILES").unwrap_or_default();
-    if !(chosen.is_empty() || chosen == "all" || chosen.split(',').any(|c| c.trim() == v)) {
-        println!("skipped: CKPTSPEC_REAL_PROFILES={chosen} does not name {v}");
-        return;
+    let chosen = std::env::var("CKPTSPEC_RESUME_HF").unwrap_or_default();
+    let versions: Vec<&str> = match chosen.as_str() {
+        "" => vec![profile::newest()],
+        list => list.split(',').map(|v| profile::resolve(v.trim()).unwrap().profile()).collect(),
+    };
+    for v in versions {
+        check_profile(root, v);
     }
-    let py = root.join(".venv/bin/python");
-    assert!(py.exists(), "{} is missing: `./dev test` creates it", py.display());
+}
+
+fn check_profile(root: &Path, v: &str) {
+    let py = if v == profile::newest() { root.join(".venv/bin/python") } else { root.join(format!(".venv-hf-{v}/bin/python")) };
+    assert!(py.exists(), "{} is missing: `./dev test` creates the newest profile's, `./dev venvs` every one", py.display());
     let profile = Profile::get(v).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let cases = cases();
@@ -162,7 +167,7 @@ fn resume_and_cross_resume_agree_with_real_hf() {
             name => ResumeFrom::Checkpoint(name.to_string()),
         };
         for who in ["rs", "hf-rs"] {
-            trainer::resume(&sc, &profile, &dir(k, who), SaveMode::HfCompatible, &from).unwrap();
+            trainer::resume(&sc, &profile, &dir(k, who), SaveMode::HfCompatible, &from).unwrap_or_else(|e| panic!("{v} case {k}: {e}"));
         }
         let expected = dir(k, "hf");
         let err = ckptspec::pyjson::read_file(expected.join("result.json")).unwrap();
@@ -174,6 +179,6 @@ fn resume_and_cross_resume_agree_with_real_hf() {
             }
         }
     }
-    println!("resume cases: {}, run directories compared: {}, disagreeing: {}", cases.len(), 3 * cases.len(), bad.len());
+    println!("{v}: resume cases: {}, run directories compared: {}, disagreeing: {}", cases.len(), 3 * cases.len(), bad.len());
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
