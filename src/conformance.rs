@@ -76,6 +76,65 @@ pub struct Summary {
     pub no_golden: usize,
 }
 
+/// What atomic mode is judged on: the folders HF publishes. A save during which HF raised left a
+/// checkpoint folder without `trainer_state.json` (4.36-4.38: `tmp-checkpoint-N`); atomic mode
+/// never publishes such a save, it stays under its staging name, which HF never reads. So the
+/// golden without those folders is compared with the run directory without ckptspec's staging
+/// folders (both views are built beside the run directory, only where they differ from it).
+fn atomic_view(golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    let keep = (golden.to_path_buf(), run_dir.to_path_buf());
+    if mode != SaveMode::Atomic {
+        return Ok(keep);
+    }
+    let folders = |root: &Path| -> Vec<(String, std::path::PathBuf)> {
+        std::fs::read_dir(root.join("output"))
+            .map(|rd| rd.flatten().filter(|e| e.path().is_dir()).map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect())
+            .unwrap_or_default()
+    };
+    let partial: Vec<String> = folders(golden)
+        .into_iter()
+        .filter(|(n, p)| (n.starts_with("checkpoint-") || n.starts_with("tmp-checkpoint-")) && !p.join("trainer_state.json").is_file())
+        .map(|(n, _)| n)
+        .collect();
+    let staging: Vec<std::path::PathBuf> =
+        folders(run_dir).into_iter().filter(|(n, _)| crate::atomic::is_staging_name(n)).map(|(_, p)| p).collect();
+    if partial.is_empty() && staging.is_empty() {
+        return Ok(keep);
+    }
+    let e = |x: std::io::Error| x.to_string();
+    let view = run_dir.with_extension("golden-published");
+    copy_tree(golden, &view, &|rel: &Path| partial.iter().any(|n| rel == Path::new("output").join(n))).map_err(e)?;
+    let aside = run_dir.with_extension("staging");
+    std::fs::create_dir_all(&aside).map_err(e)?;
+    for s in staging {
+        std::fs::rename(&s, aside.join(s.file_name().unwrap())).map_err(e)?;
+    }
+    Ok((view, run_dir.to_path_buf()))
+}
+
+/// Copies `from` to `to`, leaving out the paths (relative to `from`) that `skip` names.
+fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
+    fn go(root: &Path, dir: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
+        for e in std::fs::read_dir(dir)?.flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap_or(&p);
+            if skip(rel) {
+                continue;
+            }
+            let dst = to.join(rel);
+            if p.is_dir() {
+                std::fs::create_dir_all(&dst)?;
+                go(root, &p, to, skip)?;
+            } else {
+                std::fs::copy(&p, &dst)?;
+            }
+        }
+        Ok(())
+    }
+    std::fs::create_dir_all(to)?;
+    go(from, from, to, skip)
+}
+
 /// Runs one scenario for one profile and judges it against its golden run directory.
 pub fn judge(sc: &Scenario, profile: &Profile, golden: &std::path::Path, work: &std::path::Path) -> Cell {
     judge_with(sc, profile, golden, work, SaveMode::HfCompatible)
@@ -91,7 +150,7 @@ pub fn judge_with(sc: &Scenario, profile: &Profile, golden: &Path, work: &Path, 
     match runner::run_scenario_with(sc, profile, &run_dir, mode) {
         Err(RunError::NotImplemented(what)) => Cell::NotImplemented(what),
         Err(e) => Cell::Fail(format!("tool error: {e}")),
-        Ok(()) => match diff::compare_run_dirs(&expected, &run_dir) {
+        Ok(()) => match atomic_view(&expected, &run_dir, mode).and_then(|(e, a)| diff::compare_run_dirs(&e, &a).map_err(|x| x.to_string())) {
             Err(e) => Cell::Fail(format!("diff error: {e}")),
             Ok(rep) => match rep.first() {
                 None => Cell::Pass,
