@@ -6,7 +6,7 @@
 //!   setup HIDDEN LAYERS        allocate `layers` x Linear(hidden, hidden) + AdamW state (CPU)
 //!   save DIR                   fastsave (CRC on, 2 writer threads)       -> {"s": .., "bytes": .., "hwm_delta": ..}
 //!   save_durable DIR           same, fsync of every file and the folders
-//!   save_atomic DIR            atomic mode (src/atomic.rs): DIR is the output_dir (made before the
+//!   save_atomic DIR            atomic mode (src/save/atomic.rs): DIR is the output_dir (made before the
 //!                              clock starts); the durable save into atomic::staging_dir(DIR,
 //!                              "checkpoint-1"), then atomic::publish (one rename, DIR fsynced)
 //!   save_atomic_tree DIR       the same in the executor's order: page-cache save into the staging

@@ -26,7 +26,7 @@ Cases:
   hf+sync        HF _save_checkpoint then os.sync(), inside the timing (HF never fsyncs)
   ckpt-durable   fastsave durable mode (fsync of every file and of the folders)
   raw-fsync      raw, each file fsynced: the durable bound
-  ckpt-atomic    atomic mode (src/atomic.rs): the durable save into the staging folder
+  ckpt-atomic    atomic mode (src/save/atomic.rs): the durable save into the staging folder
                  (.ckptspec-staging-checkpoint-1), one rename to checkpoint-1, the output_dir fsynced
   ckpt-atomic-tree  the same in the executor's order: page-cache save into the staging folder, then
                  atomic::sync_tree (every file, then the folder), the rename, the output_dir fsync

@@ -155,7 +155,7 @@ pub fn render(golden: &Path, scenarios: &Path) -> Result<String, String> {
     s.push_str("`cargo test` fail when it is stale. The outcome of a scenario is the files and folders it left,\n");
     s.push_str("HF's error, and every JSON value of `result.json`, each `trainer_state.json` and `config.json` (float\n");
     s.push_str("class for computed floats); the release names (`hf_version`, `transformers_version`) and the bytes of\n");
-    s.push_str("torch and safetensors files are not part of it (src/changes.rs).\n\n");
+    s.push_str("torch and safetensors files are not part of it (src/spec/changes.rs).\n\n");
     s.push_str(&format!(
         "{} releases ({} to {}), {} scenarios, **{points} change points** (a scenario whose outcome differs\nbetween two adjacent releases).\n\n",
         releases.len(),

@@ -469,9 +469,9 @@ macro_rules! releases {
         /// Every profiled release, oldest first: each minor at its latest patch.
         const RELEASES: &[Release] = &[ $( Release {
             version: $v,
-            training_args_json: include_str!(concat!("../golden/hf-", $v, "/TRAINING_ARGS.json")),
-            training_args_pkl: include_bytes!(concat!("../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
-            environment: include_str!(concat!("../golden/hf-", $v, "/ENVIRONMENT")),
+            training_args_json: include_str!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.json")),
+            training_args_pkl: include_bytes!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
+            environment: include_str!(concat!("../../golden/hf-", $v, "/ENVIRONMENT")),
         }, )* ];
     };
 }
