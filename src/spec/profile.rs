@@ -444,6 +444,12 @@ behaviors! {
     /// (`global_step - _initial_global_step`); before, over every step (`global_step`), so a
     /// resumed run divided its own losses by steps it did not train.
     train_loss_per_call: bool = ["4.31.0" => false, "5.19.0" => true];
+    /// A resume inside an epoch visits that epoch's rows in the order of epoch 0: the Trainer
+    /// calls `set_epoch(epoch)` before `skip_first_batches`, whose new DataLoaderShard starts at
+    /// iteration 0 and, from accelerate 1.7 (pinned from 4.52), passes `set_epoch(0)` on to the
+    /// seedable sampler. 5.0 calls `set_epoch` after `skip_first_batches`. Found by
+    /// tests/resume.rs against the real HF of each profile.
+    mid_epoch_resume_reorders: bool = ["4.31.0" => false, "4.52.0" => true, "5.0.0" => false];
 }
 
 impl TorchLayout {

@@ -694,13 +694,17 @@ impl<'a> Trainer<'a> {
         let mut learning_rate: Option<f64> = None;
         for epoch in epochs_trained..num_train_epochs as usize {
             let resumed_epoch = self.resume.is_some() && epoch == epochs_trained;
+            let reordered = resumed_epoch && steps_trained_in_epoch > 0 && self.resume_rules().mid_epoch_resume_reorders;
             if resumed_epoch {
-                self.rng.epochs_started = epoch;
+                self.rng.epochs_started = if reordered { 0 } else { epoch };
                 if steps_trained_in_epoch == 0 {
                     self.load_rng_state()?;
                 }
             }
             let order = self.rng.begin_train_epoch(n);
+            if reordered {
+                self.rng.epochs_started = epoch + 1;
+            }
             let batches: Vec<Vec<usize>> = order
                 .chunks(bs)
                 .filter(|c| !(self.args.dataloader_drop_last && c.len() < bs))
