@@ -122,12 +122,26 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn resume_and_cross_resume_agree_with_real_hf() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let chosen = std::env::var("CKPTSPEC_RESUME_HF").unwrap_or_default();
+    // CKPTSPEC_RESUME_HF=v1,v2 (or `all`); else `CKPTSPEC_REAL_PROFILES=all` (./dev test-full)
+    // means all; else the newest profile.
+    let chosen = std::env::var("CKPTSPEC_RESUME_HF")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| std::env::var("CKPTSPEC_REAL_PROFILES").ok().filter(|c| c == "all"))
+        .unwrap_or_default();
     let versions: Vec<&str> = match chosen.as_str() {
         "" => vec![profile::newest()],
+        "all" => profile::supported(),
         list => list.split(',').map(|v| profile::resolve(v.trim()).unwrap().profile()).collect(),
     };
-    for v in versions {
+    let (modelled, not): (Vec<&str>, Vec<&str>) =
+        versions.into_iter().partition(|v| Profile::get(v).unwrap().sampler == ckptspec::sampler::SamplerKind::SeedableEpochSeed);
+    if !not.is_empty() {
+        // Said, not hidden: trainer::resume reports these as not implemented (their samplers'
+        // resume is issue 9's).
+        println!("resume not modelled (sampler other than SeedableEpochSeed), not checked: {}", not.join(" "));
+    }
+    for v in modelled {
         check_profile(root, v);
     }
 }
@@ -181,4 +195,19 @@ fn check_profile(root: &Path, v: &str) {
     }
     println!("{v}: resume cases: {}, run directories compared: {}, disagreeing: {}", cases.len(), 3 * cases.len(), bad.len());
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A release whose sampler's resume is not modelled says so instead of guessing.
+#[test]
+fn resume_with_an_unmodelled_sampler_is_not_implemented() {
+    let v = profile::oldest();
+    let profile = Profile::get(v).unwrap();
+    assert_ne!(profile.sampler, ckptspec::sampler::SamplerKind::SeedableEpochSeed, "{v}");
+    let tmp = tempfile::tempdir().unwrap();
+    let sc: Scenario = serde_json::from_str(&format!(r#"{{"name": "plain", "summary": "resume test", "args": {{{BASE}}}}}"#)).unwrap();
+    ckptspec::runner::run_scenario(&sc, &profile, tmp.path()).unwrap();
+    match trainer::resume(&sc, &profile, tmp.path(), SaveMode::HfCompatible, &ResumeFrom::Last) {
+        Err(ckptspec::runner::RunError::NotImplemented(what)) => assert!(what.contains("sampler"), "{what}"),
+        other => panic!("{v}: expected not implemented, got {other:?}"),
+    }
 }
