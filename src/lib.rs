@@ -19,6 +19,7 @@
 pub mod answers;
 pub mod formats;
 pub mod numerics;
+pub mod par;
 pub mod policy;
 pub mod save;
 pub mod spec;

@@ -6,8 +6,6 @@ use crate::runner::{self, RunError};
 use crate::scenario::Scenario;
 use crate::trainer::SaveMode;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 pub struct Options {
     pub versions: Vec<String>,
@@ -41,23 +39,10 @@ pub fn judge_all_with(
     jobs: usize,
     mode: SaveMode,
 ) -> Vec<Cell> {
-    let n = scenarios.len() * versions.len();
-    let next = AtomicUsize::new(0);
-    let cells: Mutex<Vec<Option<Cell>>> = Mutex::new(vec![None; n]);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.max(1) {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= n {
-                    break;
-                }
-                let (i, j) = (k / versions.len(), k % versions.len());
-                let cell = judge_with(scenarios[i], &versions[j], golden, work, mode);
-                cells.lock().expect("no poisoned cell")[k] = Some(cell);
-            });
-        }
-    });
-    cells.into_inner().expect("no poisoned cell").into_iter().map(|c| c.expect("every cell judged")).collect()
+    crate::par::map(scenarios.len() * versions.len(), jobs, |k| {
+        let (i, j) = (k / versions.len(), k % versions.len());
+        judge_with(scenarios[i], &versions[j], golden, work, mode)
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -256,23 +256,12 @@ pub fn resolve_versions(hf: &[String]) -> Result<Vec<Asked>, String> {
 
 /// Plans every version on the machine's cores; in the order given.
 pub fn plan_all(cfg: &Config, req: &Request, versions: &[Asked]) -> Result<Vec<VersionPlan>, String> {
-    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(versions.len()).max(1);
-    let next = AtomicUsize::new(0);
-    let slots: std::sync::Mutex<Vec<Option<Result<VersionPlan, String>>>> = std::sync::Mutex::new(vec![None; versions.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= versions.len() {
-                    break;
-                }
-                let (asked, v, _) = &versions[k];
-                let r = Profile::get(v).and_then(|p| plan_version(cfg, req, &p, asked));
-                slots.lock().expect("no poisoned slot")[k] = Some(r);
-            });
-        }
-    });
-    slots.into_inner().expect("no poisoned slot").into_iter().map(|r| r.expect("every version planned")).collect()
+    crate::par::map(versions.len(), crate::par::cores(), |k| {
+        let (asked, v, _) = &versions[k];
+        Profile::get(v).and_then(|p| plan_version(cfg, req, &p, asked))
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The text output: each version's section, then the differences when there are several.
