@@ -135,17 +135,17 @@ fn main() {
                         "save_atomic" | "save_atomic_tree" => {
                             let ck = m.checkpoint("5.24.0")?;
                             let err = |e: std::io::Error| format!("{}: {e}", dir.display());
-                            atomic::remove_leftovers(&dir).map_err(err)?;
-                            let staging = atomic::staging_dir(&dir, "checkpoint-1");
-                            let bytes = if cmd == "save_atomic" {
-                                fastsave::save(&staging, &ck, &SaveOptions::durable())?.bytes
+                            if cmd == "save_atomic" {
+                                // SaveOptions::atomic: the durable save into the staging folder, then the publish.
+                                fastsave::save(&dir.join("checkpoint-1"), &ck, &SaveOptions::atomic())?.bytes
                             } else {
+                                atomic::remove_leftovers(&dir).map_err(err)?;
+                                let staging = atomic::staging_dir(&dir, "checkpoint-1");
                                 let n = fastsave::save(&staging, &ck, &SaveOptions::default())?.bytes;
                                 atomic::sync_tree(&staging).map_err(err)?;
+                                atomic::publish(&dir, &staging, "checkpoint-1").map_err(err)?;
                                 n
-                            };
-                            atomic::publish(&dir, &staging, "checkpoint-1").map_err(err)?;
-                            bytes
+                            }
                         }
                         "plain" => plain_save(&dir, m)?,
                         "raw" | "raw_durable" => {

@@ -73,6 +73,11 @@ pub struct SaveOptions {
     pub style: tf::ArchiveStyle,
     /// The `.data/serialization_id` of the `.pt` files (random, as torch writes, by default).
     pub serialization_id: tf::SerializationId,
+    /// Atomic mode (beyond HF): [`save`] writes `dir`'s files durably into a staging folder beside
+    /// it (a name HF's `get_last_checkpoint` and rotation never match; a leftover of a killed
+    /// save is removed first), then publishes the folder by one rename ([`crate::atomic`]): a
+    /// crash leaves either no `dir` or a complete one. Implies `durable`.
+    pub atomic: bool,
 }
 
 impl Default for SaveOptions {
@@ -85,6 +90,7 @@ impl Default for SaveOptions {
             crc_chunk: CRC_CHUNK,
             style: tf::ArchiveStyle::Torch2_13,
             serialization_id: tf::SerializationId::Random,
+            atomic: false,
         }
     }
 }
@@ -92,6 +98,10 @@ impl Default for SaveOptions {
 impl SaveOptions {
     pub fn durable() -> Self {
         SaveOptions { durable: true, ..Default::default() }
+    }
+    /// Durable and atomic ([`SaveOptions::atomic`]).
+    pub fn atomic() -> Self {
+        SaveOptions { durable: true, atomic: true, ..Default::default() }
     }
 }
 
@@ -486,6 +496,20 @@ fn write_small(dir: &Path, name: &str, s: &Small, opts: &SaveOptions) -> Result<
 
 /// Writes `ckpt` into `dir` (created, with its parents, if missing), the big files concurrently.
 pub fn save(dir: &Path, ckpt: &Checkpoint<'_>, opts: &SaveOptions) -> Result<SaveReport> {
+    if opts.atomic {
+        let t0 = Instant::now();
+        let (Some(out), Some(folder)) = (dir.parent(), dir.file_name().and_then(|f| f.to_str())) else {
+            return Err(format!("{}: atomic mode needs a folder name inside a parent folder", dir.display()));
+        };
+        let io = |x: io::Error| format!("{}: {x}", dir.display());
+        fs::create_dir_all(out).map_err(io)?;
+        crate::atomic::remove_leftovers(out).map_err(io)?;
+        let staging = crate::atomic::staging_dir(out, folder);
+        let mut rep = save(&staging, ckpt, &SaveOptions { atomic: false, durable: true, ..opts.clone() })?;
+        crate::atomic::publish(out, &staging, folder).map_err(io)?;
+        rep.elapsed = t0.elapsed();
+        return Ok(rep);
+    }
     let t0 = Instant::now();
     let new_dir = !dir.exists();
     fs::create_dir_all(dir).map_err(|x| format!("{}: {x}", dir.display()))?;
