@@ -22,7 +22,7 @@ fn judge_every_cell(mode: SaveMode) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).expect("scenario files parse");
     assert!(scenarios.len() >= 60, "the catalogue has {} scenarios", scenarios.len());
-    let work = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir_in(ckptspec::runner::scratch_root()).unwrap();
     let profiles: Vec<Profile> = profile::supported().iter().map(|v| Profile::get(v).unwrap()).collect();
     let scs: Vec<&Scenario> = scenarios.iter().map(|(_, s)| s).collect();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);

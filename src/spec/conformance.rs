@@ -160,7 +160,7 @@ pub fn run(opts: &Options) -> Result<Summary, Box<dyn std::error::Error>> {
         }
         scenarios.retain(|(_, s)| opts.only.contains(&s.name));
     }
-    let work = std::env::temp_dir().join(format!("ckptspec-conformance-{}", std::process::id()));
+    let work = crate::runner::scratch_root().join(format!("ckptspec-conformance-{}", std::process::id()));
     // Every cell, on every core: cells share nothing but the golden folders they read.
     let cells = judge_all_with(&scenarios.iter().map(|(_, s)| s).collect::<Vec<_>>(), &versions, &opts.golden, &work, opts.jobs, opts.mode);
     let width = scenarios.iter().map(|(_, s)| s.name.len()).max().unwrap_or(8).max(8);

@@ -35,7 +35,7 @@ use crate::scenario::{DataSpec, EarlyStoppingSpec, EvalSpec, ModelSpec, Scenario
 use crate::trainer::{self, DiskEvent, PlanMetrics};
 use crate::profile::Profile;
 use serde_json::{Map, Value as J};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What the replay needs from the folder.
 pub struct Input<'a> {
@@ -141,32 +141,13 @@ fn get_i64(m: &Map<String, J>, profile: &Profile, k: &str) -> Option<i64> {
 
 static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Where replays run: `/dev/shm` (tmpfs) when it is a writable folder, else the system's temp
-/// folder. A replay writes a few small files per checkpoint and deletes them at once; on ext4,
-/// creating files among many just-deleted inodes costs most of a sweep's time (measured: 98 s
-/// for the golden sweep in /tmp, most of it in `ext4_create`).
-fn temp_base() -> PathBuf {
-    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BASE.get_or_init(|| {
-        let shm = Path::new("/dev/shm");
-        let probe = shm.join(format!("ckptspec-probe-{}", std::process::id()));
-        if shm.is_dir() && std::fs::create_dir(&probe).is_ok() {
-            let _ = std::fs::remove_dir(&probe);
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        }
-    })
-    .clone()
-}
-
 /// A fresh temporary folder (removed by the guard).
 struct TempDir(PathBuf);
 impl TempDir {
     fn new() -> std::io::Result<TempDir> {
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let p = temp_base().join(format!("ckptspec-inspect-{}-{n}-{nanos}", std::process::id()));
+        let p = crate::runner::scratch_root().join(format!("ckptspec-inspect-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p)?;
         Ok(TempDir(p))
     }

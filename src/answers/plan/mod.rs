@@ -103,23 +103,6 @@ pub struct VersionPlan {
     pub timeline: String,
 }
 
-/// Where plans put their run directories: `$TMPDIR` when set, else `/dev/shm` where the machine
-/// has it, else the system's temporary folder. A plan's run directory is scratch, read back once
-/// and removed; its checkpoint folders are real files (model, optimizer, state), and on a disk
-/// file system writing and deleting them costs twenty times the plan itself.
-pub fn scratch_root() -> PathBuf {
-    if std::env::var_os("TMPDIR").is_some() {
-        return std::env::temp_dir();
-    }
-    let shm = Path::new("/dev/shm");
-    let writable = shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly());
-    if writable {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
 /// A temporary run directory, removed when dropped.
 struct TempRun(PathBuf);
 
@@ -127,7 +110,7 @@ impl TempRun {
     fn new(version: &str) -> Result<TempRun, String> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = scratch_root().join(format!("ckptspec-plan-{}-{n}-{version}", std::process::id()));
+        let dir = crate::runner::scratch_root().join(format!("ckptspec-plan-{}-{n}-{version}", std::process::id()));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
