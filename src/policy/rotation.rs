@@ -19,6 +19,35 @@ pub fn step_of(path: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// `^checkpoint\-(\d+)$` as Python's `re` matches it: `$` also matches before one final newline.
+/// (Python's `\d` also takes non-ASCII decimal digits; HF never writes them, and they are not
+/// taken here.)
+pub fn hf_step(name: &str) -> Option<u64> {
+    let body = name.strip_suffix('\n').unwrap_or(name);
+    let digits = body.strip_prefix("checkpoint-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().or(Some(u64::MAX))
+}
+
+/// `get_last_checkpoint`: among `(name, is_dir)` entries, the `checkpoint-N` with the largest N
+/// (the first of equal numbers in listing order, as Python's `max`).
+pub fn last_checkpoint<'a>(entries: impl IntoIterator<Item = (&'a str, bool)>) -> Option<&'a str> {
+    let mut best: Option<(&str, u64)> = None;
+    for (name, is_dir) in entries {
+        if !is_dir {
+            continue;
+        }
+        if let Some(n) = hf_step(name) {
+            if best.is_none_or(|(_, b)| n > b) {
+                best = Some((name, n));
+            }
+        }
+    }
+    best.map(|(n, _)| n)
+}
+
 /// Oldest first, in the version's order.
 pub fn sort(folders: &[Folder], order: RotationOrder) -> Vec<String> {
     let numeric = || {

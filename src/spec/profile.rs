@@ -582,6 +582,11 @@ pub fn resolve(asked: &str) -> Result<Resolved, String> {
 }
 
 impl Profile {
+    /// How this release's `train(resume_from_checkpoint=...)` treats a checkpoint folder.
+    pub fn resume_rules(&self) -> ResumeBehaviors {
+        ResumeBehaviors::at(Version::parse(self.version).expect("profile versions parse"))
+    }
+
     /// The profile of an exactly profiled HF version, or an error listing the supported ones
     /// (see [`resolve`] for other patches).
     pub fn get(version: &str) -> Result<Profile, String> {

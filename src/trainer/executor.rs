@@ -485,17 +485,8 @@ impl<'a> Trainer<'a> {
                 let rd = std::fs::read_dir(&out).map_err(|_| {
                     HfError::new("FileNotFoundError", format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(out_rel)))
                 })?;
-                let last = rd
-                    .flatten()
-                    .filter(|e| e.path().is_dir())
-                    .filter_map(|e| {
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        let digits = name.strip_prefix("checkpoint-")?.to_string();
-                        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| (digits.parse::<u128>().ok(), name))
-                    })
-                    .max_by_key(|(n, _)| *n)
-                    .map(|(_, name)| name);
-                match last {
+                let entries: Vec<(String, bool)> = rd.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path().is_dir())).collect();
+                match rotation::last_checkpoint(entries.iter().map(|(n, d)| (n.as_str(), *d))) {
                     Some(name) => format!("{out_rel}/{name}"),
                     None => return Err(HfError::value(format!("No valid checkpoint found in output directory ({out_rel})"))),
                 }
@@ -577,9 +568,8 @@ impl<'a> Trainer<'a> {
         Ok((epochs_trained, steps_in_epoch))
     }
 
-    /// How this release's `train(resume_from_checkpoint=...)` treats a checkpoint folder.
     fn resume_rules(&self) -> crate::profile::ResumeBehaviors {
-        crate::profile::ResumeBehaviors::at(crate::profile::Version::parse(self.profile.version).expect("profile versions parse"))
+        self.profile.resume_rules()
     }
 
     /// `_load_rng_state`: the global torch generator from `rng_state.pth` (nothing when the file
@@ -1006,7 +996,7 @@ impl<'a> Trainer<'a> {
         let n = set.x.len();
         let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
         let mut metrics = match given {
-            Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile_key(k) && k != "epoch" && k != "step").collect(),
+            Some(entry) => entry.into_iter().filter(|(k, _)| !crate::diff::is_volatile(k) && k != "epoch" && k != "step").collect(),
             None if self.plan.is_some() => self.assumed_metrics(k, &prefix),
             None => self.computed_metrics(k, &prefix),
         };
@@ -1524,11 +1514,6 @@ fn optim_kind(args: &Args) -> Result<AdamWKind, HfError> {
 }
 
 /// Python's `round(x, n)` for floats.
-/// Keys a plan ignores in given metrics (the contract's ignored class).
-fn is_volatile_key(k: &str) -> bool {
-    k.ends_with("_runtime") || k.ends_with("_per_second")
-}
-
 pub fn py_round(x: f64, n: usize) -> f64 {
     if !x.is_finite() {
         return x;

@@ -134,17 +134,7 @@ impl Expect {
     }
 }
 
-/// `^checkpoint\-(\d+)$` as Python's `re` matches it: `$` also matches before one final newline.
-/// (Python's `\d` also takes non-ASCII decimal digits; HF never writes them, and they are not
-/// taken here.)
-pub fn hf_step(name: &str) -> Option<u64> {
-    let body = name.strip_suffix('\n').unwrap_or(name);
-    let digits = body.strip_prefix("checkpoint-")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().or(Some(u64::MAX))
-}
+pub use crate::rotation::hf_step;
 
 pub(crate) fn mtime_of(p: &Path) -> Option<f64> {
     let m = std::fs::metadata(p).ok()?.modified().ok()?;

@@ -7,7 +7,7 @@
 //!   `tmp-checkpoint-N` and staging names never match; none at all is `ValueError("No valid
 //!   checkpoint found in output directory (...)")`. Not a behavior-table row: it never changed.
 //! * The resumed state's `best_model_checkpoint` is restored as is. When its folder is gone:
-//!   5.17+ drop it ([`ResumeBehaviors::drops_missing_best`]); before, it stays, and
+//!   5.17+ drop it ([`crate::profile::ResumeBehaviors::drops_missing_best`]); before, it stays, and
 //!   - 4.31-4.34's rotation calls `list.index` on it unguarded
 //!     ([`crate::profile::Behaviors::rotation_protection`]): the first save with a
 //!     `save_total_limit` raises `ValueError: '<path>' is not in list`;
@@ -18,7 +18,7 @@
 //! * `_load_best_model` loads the weights file of the best folder (the same preference as a
 //!   resume); a present but corrupt one raises at the end of `train()`.
 
-use crate::profile::{Profile, ResumeBehaviors, Version};
+use crate::profile::Profile;
 use crate::rotation::Protection;
 
 /// The resume table's values for one release.
@@ -30,27 +30,12 @@ pub struct ResumeRules {
 
 impl ResumeRules {
     pub fn of(profile: &Profile) -> ResumeRules {
-        let b = ResumeBehaviors::at(Version::parse(profile.version).expect("profile versions parse"));
+        let b = profile.resume_rules();
         ResumeRules { requires_trainer_state: b.requires_trainer_state, drops_missing_best: b.drops_missing_best }
     }
 }
 
-/// `get_last_checkpoint`: among `(name, is_dir)` entries, the `checkpoint-N` with the largest N
-/// (the first of equal numbers in listing order, as Python's `max`).
-pub fn last_checkpoint<'a>(entries: impl IntoIterator<Item = (&'a str, bool)>) -> Option<&'a str> {
-    let mut best: Option<(&str, u64)> = None;
-    for (name, is_dir) in entries {
-        if !is_dir {
-            continue;
-        }
-        if let Some(n) = super::checkpoint::hf_step(name) {
-            if best.is_none_or(|(_, b)| n > b) {
-                best = Some((name, n));
-            }
-        }
-    }
-    best.map(|(n, _)| n)
-}
+pub use crate::rotation::last_checkpoint;
 
 /// What a missing best folder does to a resume of this release with these arguments.
 pub fn missing_best_consequences(profile: &Profile, rules: ResumeRules, best: &str, save_total_limit: Option<i64>, load_best: bool) -> (Vec<String>, Vec<String>) {
