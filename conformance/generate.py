@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden generator: runs format-v1 scenarios through the real, unmodified HF Trainer.
+"""Golden generator: runs scenarios (contract v2) through the real, unmodified HF Trainer.
 
 Run it with the python of the profile's venv (./dev golden VERSION does that, creating the venv):
 
@@ -14,6 +14,7 @@ This file is the HF adapter of that contract; src/ is the Rust one.
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -28,9 +29,13 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
 
-# Fields of scenario format v1. Anything else in a scenario file is an error of the file.
-SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally"}
+# Fields of the scenario format (contract v2: v1's plus `tokenizer` and `resume`). Anything else
+# in a scenario file is an error of the file.
+SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally",
+                   "tokenizer", "resume"}
+RESUME_FIELDS = {"from", "args", "damage"}
 FINALLY_CALLS = {"save_model", "save_state"}
+CHECKPOINT_NAME = re.compile(r"^checkpoint-[0-9]+$")
 # Arguments the generator owns (a scenario may not set them): see conformance/README.md.
 GENERATOR_ARGS = {"output_dir", "report_to", "disable_tqdm", "logging_dir"}
 # Arguments HF renamed (format v1 uses HF 5.x names): a version without the new field gets the
@@ -66,7 +71,40 @@ def load_scenario(path):
     for call in sc.get("finally", []):
         if call not in FINALLY_CALLS:
             raise ScenarioError(f"{path}: field 'finally' has {call!r}; allowed: {sorted(FINALLY_CALLS)}")
+    if "tokenizer" in sc and not isinstance(sc["tokenizer"], bool):
+        raise ScenarioError(f"{path}: field 'tokenizer' must be true or false")
+    if "resume" in sc:
+        check_resume(sc["resume"], path)
     return sc
+
+
+def check_resume(r, path):
+    """Field `resume` (conformance/README.md, contract v2): strict, naming the field."""
+    if not isinstance(r, dict):
+        raise ScenarioError(f"{path}: field 'resume' must be an object with 'from' (and optional 'args', 'damage')")
+    unknown = set(r) - RESUME_FIELDS
+    if unknown:
+        raise ScenarioError(f"{path}: field 'resume' has unknown field(s) {sorted(unknown)}; allowed: {sorted(RESUME_FIELDS)}")
+    frm = r.get("from")
+    if not (frm == "last" or (isinstance(frm, str) and CHECKPOINT_NAME.match(frm))):
+        raise ScenarioError(f"{path}: field 'resume.from' must be \"last\" or \"checkpoint-<N>\", not {frm!r}")
+    if not isinstance(r.get("args", {}), dict):
+        raise ScenarioError(f"{path}: field 'resume.args' must be an object")
+    owned = GENERATOR_ARGS & set(r.get("args", {}))
+    if owned:
+        raise ScenarioError(f"{path}: field 'resume.args' may not set {sorted(owned)}: the runner owns them")
+    damage = r.get("damage", [])
+    if not isinstance(damage, list):
+        raise ScenarioError(f"{path}: field 'resume.damage' must be a list")
+    for k, d in enumerate(damage):
+        where = f"{path}: field 'resume.damage[{k}]'"
+        if not isinstance(d, dict) or not (set(d) == {"remove"} or set(d) == {"truncate", "bytes"}):
+            raise ScenarioError(f"{where} must be {{\"remove\": PATH}} or {{\"truncate\": PATH, \"bytes\": N}}")
+        rel = d.get("remove", d.get("truncate"))
+        if not isinstance(rel, str) or not (rel == "output" or rel.startswith("output/")) or os.path.isabs(rel) or ".." in rel.split("/"):
+            raise ScenarioError(f"{where}: the path must be output or lie under it (relative, no '..'), not {rel!r}")
+        if "bytes" in d and not (isinstance(d["bytes"], int) and not isinstance(d["bytes"], bool) and d["bytes"] >= 0):
+            raise ScenarioError(f"{where}: 'bytes' must be a non-negative integer")
 
 
 def find_scenarios(root):
@@ -172,81 +210,176 @@ class ScriptedMetrics:
         return dict(entry)
 
 
-def run_scenario(sc, world, hf_version, run_dir, resume=None):
+def make_tokenizer(world):
+    """The world's tokenizer (contract v2, `"tokenizer": true`): a fast WordLevel tokenizer over a
+    fixed vocabulary with its special tokens, built in code (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "low": 5, "high": 6, "loss": 7}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+
+
+def resolve_args(args):
+    """The scenario's arguments under this version's spelling, plus the runner's own."""
+    from transformers import TrainingArguments
+    args = dict(args)
+    fields = TrainingArguments.__dataclass_fields__
+    for new, old in RENAMES.items():
+        if new in args and new not in fields and old in fields:
+            args[old] = args.pop(new)
+    args.update(output_dir="output", report_to="none", disable_tqdm=True)
+    if "logging_dir" in fields:
+        # Older versions default it to runs/<time>_<host>, which would make training_args.bin
+        # differ on every run; nothing is written there with report_to="none".
+        args["logging_dir"] = "output/runs"
+    return args
+
+
+def one_run(sc, args, world, resume_from):
+    """Builds a Trainer from the scenario (model, data, callbacks, a fresh scripted
+    compute_metrics) with `args`, trains (`resume_from` None, True or a path), then the `finally`
+    calls. Returns (trainer or None, error or None). Runs in the run directory."""
+    import transformers
+    from transformers import Trainer, TrainingArguments
+    trainer = None
+    try:
+        targs = TrainingArguments(**resolve_args(args))
+        model_spec = sc.get("model", {})
+        config = world["RegressionConfig"](a=float(model_spec.get("a", 0.0)), b=float(model_spec.get("b", 0.0)))
+        model = world["RegressionModel"](config)
+        data = sc.get("data", {})
+        train_set = world["RegressionSet"](int(data.get("train", 64)), 0)
+        ev = data.get("eval", 16)
+        sets = []
+        if isinstance(ev, dict):
+            eval_set = {}
+            for k, (name, size) in enumerate(ev.items()):
+                eval_set[name] = world["RegressionSet"](int(size), 10000 * (k + 1))
+                sets.append((name, float(eval_set[name].y[0])))
+        elif ev:
+            eval_set = world["RegressionSet"](int(ev), 10000)
+            sets.append((None, float(eval_set.y[0])))
+        else:
+            eval_set = None
+        kwargs = dict(model=model, args=targs, train_dataset=train_set, eval_dataset=eval_set)
+        if "metrics" in sc:
+            kwargs["compute_metrics"] = ScriptedMetrics(sc["metrics"], sets)
+        if "early_stopping" in sc:
+            es = sc["early_stopping"]
+            kwargs["callbacks"] = [transformers.EarlyStoppingCallback(
+                early_stopping_patience=es.get("patience", 1),
+                early_stopping_threshold=es.get("threshold", 0.0))]
+        if sc.get("tokenizer"):
+            # The version's argument for it (processing_class from 4.46; tokenizer before), and
+            # the default collator kept: with a tokenizer HF would pad with it instead.
+            params = inspect.signature(Trainer.__init__).parameters
+            kwargs["processing_class" if "processing_class" in params else "tokenizer"] = make_tokenizer(world)
+            kwargs["data_collator"] = transformers.default_data_collator
+        trainer = Trainer(**kwargs)
+        # disable_tqdm makes PrinterCallback print every log to stdout; keep ours readable.
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            if resume_from is None:
+                trainer.train()
+            else:
+                trainer.train(resume_from_checkpoint=resume_from)
+            for call in sc.get("finally", []):
+                getattr(trainer, call)()
+    except Exception as e:  # HF's outcome for this scenario
+        if os.environ.get("CKPTSPEC_TRACEBACK"):
+            traceback.print_exc()
+        return trainer, {"type": type(e).__name__, "message": str(e)}
+    return trainer, None
+
+
+def state_json(trainer):
+    # TrainerState has no to_json_string; this is the serialisation of its own save_to_json.
+    return (json.loads(json.dumps(dataclasses.asdict(trainer.state), indent=2, sort_keys=True))
+            if trainer is not None else None)
+
+
+def apply_damage(damage):
+    """`resume.damage`, in order, relative to the run directory (the cwd). A path that does not
+    exist is left alone: which folders a release wrote is its outcome, not the scenario's."""
+    for d in damage:
+        if "remove" in d:
+            p = d["remove"]
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+            elif os.path.exists(p):
+                os.remove(p)
+        elif os.path.isfile(d["truncate"]):
+            with open(d["truncate"], "r+b") as f:
+                f.truncate(d["bytes"])
+
+
+def write_result(result):
+    with open("result.json", "w") as f:
+        f.write(json.dumps(result, indent=2) + "\n")
+
+
+def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
     """Runs one scenario with cwd = run_dir (so output_dir is the relative path "output").
 
-    `resume` ("last" or a folder name such as "checkpoint-6"): instead of a fresh training, a
-    Trainer built the same way calls `train(resume_from_checkpoint=True or "output/<name>")` in a
-    run directory a first run left (tests/resume.rs; contract v2 will make it a scenario field)."""
-    torch = world["torch"]
-    transformers = world["transformers"]
-    from transformers import Trainer, TrainingArguments
-
+    Contract v2: with `sc["resume"]`, the first run, then the damage, then a second Trainer built
+    fresh (its args = the first's updated with `resume.args`) trains with
+    `resume_from_checkpoint` (True for "last", else "output/<name>"); result.json's top level is
+    the second run's, `first` the first run's. `phase` splits this for cross-resume tests:
+    "first" stops after the damage (result.json is then the first run's, as v1 writes it);
+    "second" starts from such a run directory. `resume` (tests/resume.rs): no first run, one
+    `train(resume_from_checkpoint=...)` with the scenario's own arguments in a run directory a
+    first run left."""
     os.makedirs(run_dir, exist_ok=True)
     cwd = os.getcwd()
     os.chdir(run_dir)
-    trainer = None
-    error = None
     try:
+        r = sc.get("resume")
+        if resume is not None:
+            trainer, error = one_run(sc, sc.get("args", {}), world, True if resume == "last" else f"output/{resume}")
+            write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer)})
+            return error
+        if phase in ("all", "first"):
+            trainer, error = one_run(sc, sc.get("args", {}), world, None)
+            first = {"hf_version": hf_version, "error": error, "final_state": state_json(trainer)}
+            if r is None or error is not None or phase == "first":
+                if r is not None and error is None:
+                    apply_damage(r.get("damage", []))
+                write_result(first)
+                return error
+            apply_damage(r.get("damage", []))
+        else:
+            with open("result.json") as f:
+                first = json.load(f)
+            if r is None or first["error"] is not None:
+                raise ScenarioError(f"{sc['name']}: phase 'second' needs a resume scenario whose first run succeeded")
         args = dict(sc.get("args", {}))
-        fields = TrainingArguments.__dataclass_fields__
-        for new, old in RENAMES.items():
-            if new in args and new not in fields and old in fields:
-                args[old] = args.pop(new)
-        args.update(output_dir="output", report_to="none", disable_tqdm=True)
-        if "logging_dir" in TrainingArguments.__dataclass_fields__:
-            # Older versions default it to runs/<time>_<host>, which would make training_args.bin
-            # differ on every run; nothing is written there with report_to="none".
-            args["logging_dir"] = "output/runs"
-        try:
-            targs = TrainingArguments(**args)
-            model_spec = sc.get("model", {})
-            config = world["RegressionConfig"](a=float(model_spec.get("a", 0.0)), b=float(model_spec.get("b", 0.0)))
-            model = world["RegressionModel"](config)
-            data = sc.get("data", {})
-            train_set = world["RegressionSet"](int(data.get("train", 64)), 0)
-            ev = data.get("eval", 16)
-            sets = []
-            if isinstance(ev, dict):
-                eval_set = {}
-                for k, (name, size) in enumerate(ev.items()):
-                    eval_set[name] = world["RegressionSet"](int(size), 10000 * (k + 1))
-                    sets.append((name, float(eval_set[name].y[0])))
-            elif ev:
-                eval_set = world["RegressionSet"](int(ev), 10000)
-                sets.append((None, float(eval_set.y[0])))
-            else:
-                eval_set = None
-            kwargs = dict(model=model, args=targs, train_dataset=train_set, eval_dataset=eval_set)
-            if "metrics" in sc:
-                kwargs["compute_metrics"] = ScriptedMetrics(sc["metrics"], sets)
-            if "early_stopping" in sc:
-                es = sc["early_stopping"]
-                kwargs["callbacks"] = [transformers.EarlyStoppingCallback(
-                    early_stopping_patience=es.get("patience", 1),
-                    early_stopping_threshold=es.get("threshold", 0.0))]
-            trainer = Trainer(**kwargs)
-            # disable_tqdm makes PrinterCallback print every log to stdout; keep ours readable.
-            with contextlib.redirect_stdout(open(os.devnull, "w")):
-                if resume is None:
-                    trainer.train()
-                else:
-                    trainer.train(resume_from_checkpoint=True if resume == "last" else f"output/{resume}")
-                for call in sc.get("finally", []):
-                    getattr(trainer, call)()
-        except Exception as e:  # HF's outcome for this scenario
-            error = {"type": type(e).__name__, "message": str(e)}
-            if os.environ.get("CKPTSPEC_TRACEBACK"):
-                traceback.print_exc()
-        # TrainerState has no to_json_string; this is the serialisation of its own save_to_json.
-        state = (json.loads(json.dumps(dataclasses.asdict(trainer.state), indent=2, sort_keys=True))
-                 if trainer is not None else None)
-        result = {"hf_version": hf_version, "error": error, "final_state": state}
-        with open("result.json", "w") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
+        args.update(r.get("args", {}))
+        frm = r["from"]
+        trainer, error = one_run(sc, args, world, True if frm == "last" else f"output/{frm}")
+        write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer),
+                      "first": {"error": first["error"], "final_state": first["final_state"]}})
+        return error
     finally:
         os.chdir(cwd)
-    return error
+
+
+def tokenizer_template(world):
+    """The files the world's tokenizer's `save_pretrained` writes in this release (text, by file
+    name, sorted): golden/hf-V/TOKENIZER.json. The Rust trainer's processing class is these
+    files, as TRAINING_ARGS.pkl is its TrainingArguments object; what the Trainer decides is
+    where and when they are written."""
+    tmp = tempfile.mkdtemp(prefix="ckptspec-tok-")
+    try:
+        make_tokenizer(world).save_pretrained(tmp)
+        files = {}
+        for n in sorted(os.listdir(tmp)):
+            with open(os.path.join(tmp, n), encoding="utf-8") as f:
+                files[n] = f.read()
+    finally:
+        shutil.rmtree(tmp)
+    return json.dumps({"files": files}, indent=1) + "\n"
 
 
 def environment_text(world):
@@ -495,10 +628,13 @@ def main(argv=None):
     template = training_args_template(world)
     with open(os.path.join(target, "TRAINING_ARGS.pkl"), "wb") as f:
         f.write(template)
+    tok = tokenizer_template(world)
+    with open(os.path.join(target, "TOKENIZER.json"), "w") as f:
+        f.write(tok)
 
     if not a.check:
         if not a.only:  # drop golden folders whose scenario is gone
-            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json", "TRAINING_ARGS.pkl"}
+            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json", "TRAINING_ARGS.pkl", "TOKENIZER.json"}
             for entry in os.listdir(golden_root):
                 if entry not in keep:
                     shutil.rmtree(os.path.join(golden_root, entry))
@@ -517,6 +653,10 @@ def main(argv=None):
     tmpl_golden = os.path.join(golden_root, "TRAINING_ARGS.pkl")
     if not os.path.exists(tmpl_golden) or open(tmpl_golden, "rb").read() != template:
         print("TRAINING_ARGS.pkl differs from the golden one")
+        bad += 1
+    tok_golden = os.path.join(golden_root, "TOKENIZER.json")
+    if not os.path.exists(tok_golden) or open(tok_golden).read() != tok:
+        print("TOKENIZER.json differs from the golden one")
         bad += 1
     for sc in scs:
         g = os.path.join(golden_root, sc["name"])
