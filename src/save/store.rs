@@ -48,15 +48,20 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
 }
 
 /// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).
-pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64) -> Result<()> {
+/// `pad_token_id`: set where `train()` aligned the config with a tokenizer (None: unset, not
+/// written, as `to_diff_dict` leaves defaults out).
+pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64, pad_token_id: Option<i64>) -> Result<()> {
     let mut d: Vec<(String, PyJson)> = vec![
         ("a".into(), PyJson::Float(a)),
         ("architectures".into(), PyJson::List(vec![PyJson::Str("RegressionModel".into())])),
         ("b".into(), PyJson::Float(b)),
         (profile.config_dtype_key.into(), PyJson::Str("float32".into())),
         ("model_type".into(), PyJson::Str("regression".into())),
-        ("transformers_version".into(), PyJson::Str(profile.version.into())),
     ];
+    if let Some(id) = pad_token_id {
+        d.push(("pad_token_id".into(), PyJson::Int(id as i128)));
+    }
+    d.push(("transformers_version".into(), PyJson::Str(profile.version.into())));
     if profile.config_use_cache {
         d.push(("use_cache".into(), PyJson::Bool(false)));
     }

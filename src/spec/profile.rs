@@ -357,6 +357,10 @@ behaviors! {
     config_dtype_key: &'static str = ["4.31.0" => "torch_dtype", "4.56.0" => "dtype"];
     /// config.json has `use_cache: false`.
     config_use_cache: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// `train()` aligns the model config's special tokens with a tokenizer processing class
+    /// (`_align_special_tokens`): the world's tokenizer has a pad token and the config none, so
+    /// config.json gains `pad_token_id`.
+    aligns_special_tokens: bool = ["4.31.0" => false, "4.56.0" => true];
     /// HF's weight-decay exclusion also matches norm-named parameters.
     decay_norm_patterns: bool = ["4.31.0" => false, "4.49.0" => true];
     /// How the training sampler is seeded.
@@ -450,6 +454,10 @@ behaviors! {
     /// seedable sampler. 5.0 calls `set_epoch` after `skip_first_batches`. Found by
     /// tests/resume.rs against the real HF of each profile.
     mid_epoch_resume_reorders: bool = ["4.31.0" => false, "4.52.0" => true, "5.0.0" => false];
+    /// The resumed run batches with the checkpoint state's `train_batch_size` (4.36 recorded
+    /// it), not with the new `per_device_train_batch_size`; 5.2 does so only with
+    /// `auto_find_batch_size` (not modelled). Found by the resume-batch-size-changed golden.
+    batch_size_from_state: bool = ["4.31.0" => false, "4.36.0" => true, "5.2.0" => false];
 }
 
 impl TorchLayout {
@@ -468,6 +476,7 @@ struct Release {
     training_args_json: &'static str,
     training_args_pkl: &'static [u8],
     environment: &'static str,
+    tokenizer_json: &'static str,
 }
 
 macro_rules! releases {
@@ -478,6 +487,7 @@ macro_rules! releases {
             training_args_json: include_str!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.json")),
             training_args_pkl: include_bytes!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
             environment: include_str!(concat!("../../golden/hf-", $v, "/ENVIRONMENT")),
+            tokenizer_json: include_str!(concat!("../../golden/hf-", $v, "/TOKENIZER.json")),
         }, )* ];
     };
 }
@@ -490,6 +500,18 @@ releases!(
     "5.13.1", "5.14.1", "5.15.1", "5.16.1", "5.17.0", "5.18.0", "5.19.0", "5.20.2", "5.21.1", "5.22.2",
     "5.23.0", "5.24.0",
 );
+
+/// The pad token's id in a TOKENIZER.json (see [`Profile::tokenizer_pad_token_id`]).
+fn pad_token_id(tokenizer_json: &str) -> Option<i64> {
+    let t: Value = serde_json::from_str(tokenizer_json).ok()?;
+    let files = t.get("files")?;
+    let config: Value = serde_json::from_str(files.get("tokenizer_config.json")?.as_str()?).ok()?;
+    // `pad_token` is a string, or an AddedToken dict with `content` (older releases).
+    let pad = config.get("pad_token").and_then(|p| p.as_str().or_else(|| p.get("content")?.as_str()))?;
+    let tok: Value = serde_json::from_str(files.get("tokenizer.json")?.as_str()?).ok()?;
+    let added = tok.get("added_tokens")?.as_array()?;
+    added.iter().find(|a| a.get("content").and_then(|c| c.as_str()) == Some(pad)).and_then(|a| a.get("id")?.as_i64())
+}
 
 /// The profiled versions, oldest first.
 pub fn supported() -> Vec<&'static str> {
@@ -523,6 +545,13 @@ pub struct Profile {
     pub numpy_core_module: &'static str,
     /// The pickled TrainingArguments of a scenario without arguments (golden/hf-V/TRAINING_ARGS.pkl).
     pub training_args_template: &'static [u8],
+    /// The world's tokenizer as this release's `save_pretrained` writes it (file name, text),
+    /// from golden/hf-V/TOKENIZER.json, written by the real HF: the Trainer's processing class.
+    /// What the Trainer decides is where and when these files go (every `_save`).
+    pub tokenizer_files: Vec<(String, String)>,
+    /// The id of the tokenizer's `pad_token` (tokenizer_config.json's token, looked up in
+    /// tokenizer.json's added tokens): what `_align_special_tokens` writes into the config.
+    pub tokenizer_pad_token_id: Option<i64>,
     /// Everything else, from the behavior table.
     pub b: Behaviors,
 }
@@ -626,6 +655,16 @@ impl Profile {
             },
             numpy_core_module: if env("numpy") >= Version(2, 0, 0) { "numpy._core.multiarray" } else { "numpy.core.multiarray" },
             training_args_template: r.training_args_pkl,
+            tokenizer_pad_token_id: pad_token_id(r.tokenizer_json),
+            tokenizer_files: {
+                let t: Value = serde_json::from_str(r.tokenizer_json).expect("golden TOKENIZER.json is valid JSON");
+                t["files"]
+                    .as_object()
+                    .expect("TOKENIZER.json has files")
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().expect("tokenizer files are text").to_string()))
+                    .collect()
+            },
             b: Behaviors::at(v),
         })
     }

@@ -1,5 +1,6 @@
-//! Scenario format v1 (conformance/README.md). Parsing is strict: a typo in a scenario is the
-//! tool's error naming the file and field, never a silently defaulted run.
+//! The scenario format, contract v2 (conformance/README.md): v1's fields plus `tokenizer` and
+//! `resume`. Parsing is strict: a typo in a scenario is the tool's error naming the file and
+//! field, never a silently defaulted run.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -25,6 +26,74 @@ pub struct Scenario {
     pub early_stopping: Option<EarlyStoppingSpec>,
     #[serde(default, rename = "finally")]
     pub finally_calls: Vec<FinallyCall>,
+    /// `"tokenizer": true`: the Trainer also gets the world's tokenizer (its processing class),
+    /// whose files every `_save` writes beside the weights.
+    #[serde(default)]
+    pub tokenizer: bool,
+    /// A second Trainer resuming in the same run directory after the first run.
+    #[serde(default)]
+    pub resume: Option<ResumeSpec>,
+}
+
+/// `"resume"`: after the first run (train() and the `finally` calls) and the damage, a second
+/// Trainer built fresh from the scenario, its arguments the first's updated with `args`, calls
+/// `train(resume_from_checkpoint=...)` and the `finally` calls again.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSpec {
+    /// `"last"` (passed as `True`: HF's `get_last_checkpoint`) or `"checkpoint-N"` (passed as
+    /// the path `output/checkpoint-N`).
+    pub from: String,
+    /// Overrides of the first run's arguments, in the order written.
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    /// Applied to the run directory between the two runs, in order.
+    #[serde(default)]
+    pub damage: Vec<Damage>,
+}
+
+/// One damage of `resume.damage`: what a run killed during a save leaves. Paths are relative to
+/// the run directory and lie in `output/`; a path that does not exist is left alone (which
+/// folders a release wrote is its outcome, not the scenario's).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Damage {
+    /// `{"truncate": PATH, "bytes": N}`: the file cut (or extended with zeros) to N bytes.
+    Truncate { truncate: String, bytes: u64 },
+    /// `{"remove": PATH}`: a file or a whole folder removed.
+    Remove { remove: String },
+}
+
+impl Damage {
+    pub fn path(&self) -> &str {
+        match self {
+            Damage::Remove { remove } => remove,
+            Damage::Truncate { truncate, .. } => truncate,
+        }
+    }
+
+    /// Applies it inside `run_dir`.
+    pub fn apply(&self, run_dir: &Path) -> std::io::Result<()> {
+        let p = run_dir.join(self.path());
+        match self {
+            Damage::Remove { .. } if p.is_dir() => std::fs::remove_dir_all(&p),
+            Damage::Remove { .. } if p.exists() => std::fs::remove_file(&p),
+            Damage::Truncate { bytes, .. } if p.is_file() => std::fs::OpenOptions::new().write(true).open(&p)?.set_len(*bytes),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ResumeSpec {
+    /// The second run's arguments: the first run's, updated with `resume.args` (a key already
+    /// there keeps its place, as Python's `dict.update` does).
+    pub fn args_over(&self, first: &Map<String, Value>) -> Map<String, Value> {
+        let mut out = first.clone();
+        for (k, v) in &self.args {
+            out.insert(k.clone(), v.clone());
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
@@ -131,6 +200,23 @@ impl Scenario {
         for owned in RUNNER_ARGS {
             if sc.args.contains_key(owned) {
                 return Err(err(format!("field 'args' may not set '{owned}': the runner owns it; remove it")));
+            }
+        }
+        if let Some(r) = &sc.resume {
+            let n = r.from.strip_prefix("checkpoint-");
+            if !(r.from == "last" || n.is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))) {
+                return Err(err(format!("field 'resume.from' must be \"last\" or \"checkpoint-<N>\", not {:?}", r.from)));
+            }
+            for owned in RUNNER_ARGS {
+                if r.args.contains_key(owned) {
+                    return Err(err(format!("field 'resume.args' may not set '{owned}': the runner owns it; remove it")));
+                }
+            }
+            for (k, d) in r.damage.iter().enumerate() {
+                let p = d.path();
+                if !(p == "output" || p.starts_with("output/")) || p.split('/').any(|c| c == ".." || c.is_empty()) {
+                    return Err(err(format!("field 'resume.damage[{k}]': the path must be output or lie under it (relative, no '..'), not {p:?}")));
+                }
             }
         }
         if let EvalSpec::Named(m) = &sc.data.eval {

@@ -166,6 +166,11 @@ struct Trainer<'a> {
     resume: Option<Resumed>,
     /// `_initial_global_step`: the global step this `train()` call started from.
     initial_global_step: u64,
+    /// `self._train_batch_size` from a resumed checkpoint's trainer_state.json (`train()`: "in
+    /// case of repeating the find_executable_batch_size"): where the release does so
+    /// (`batch_size_from_state`), the resumed run batches as the first did, whatever
+    /// per_device_train_batch_size now says.
+    state_batch_size: Option<usize>,
 }
 
 /// Where `train(resume_from_checkpoint=...)` resumes from.
@@ -279,10 +284,63 @@ pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Ve
 
 /// [`run_traced`] with the given [`SaveMode`].
 pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<Vec<DiskEvent>, RunError> {
-    let mut state_out: Option<PyJson> = None;
+    run_phase(sc, profile, run_dir, mode, Phase::All)
+}
+
+/// Which part of a scenario to run (contract v2). A scenario without `resume` has one run: every
+/// phase but [`Phase::Second`] is all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The first run, the damage, the resumed second run; result.json with `first`.
+    All,
+    /// The first run and the damage only; result.json is the first run's (as v1 writes it).
+    /// Cross-resume tests hand such a run directory to the other implementation.
+    First,
+    /// The second run in a run directory [`Phase::First`] left (by either implementation); the
+    /// first run's outcome is read from its result.json.
+    Second,
+}
+
+/// [`run_traced_with`] for one [`Phase`]; the events of both runs, in order.
+pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, phase: Phase) -> Result<Vec<DiskEvent>, RunError> {
     let mut events = vec![];
-    let outcome = run_inner(sc, profile, run_dir, mode, None, None, &mut state_out, &mut events);
-    write_result(profile, run_dir, outcome, state_out)?;
+    let first = if phase == Phase::Second {
+        let path = run_dir.join("result.json");
+        let r = crate::pyjson::read_file(&path).map_err(|e| RunError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) })?;
+        let (error, state) = (r.get("error").cloned().unwrap_or(PyJson::Null), r.get("final_state").cloned().unwrap_or(PyJson::Null));
+        if sc.resume.is_none() || error != PyJson::Null {
+            return Err(RunError::NotImplemented(format!("{}: the second phase needs a resume scenario whose first run succeeded", sc.name)));
+        }
+        (error, state)
+    } else {
+        let mut state_out: Option<PyJson> = None;
+        let outcome = run_inner(sc, profile, run_dir, mode, None, None, &mut state_out, &mut events);
+        let first = (error_json(outcome)?, state_out.unwrap_or(PyJson::Null));
+        match &sc.resume {
+            Some(r) if first.0 == PyJson::Null => {
+                for d in &r.damage {
+                    d.apply(run_dir).map_err(|source| RunError::Io { path: run_dir.join(d.path()), source })?;
+                }
+                if phase == Phase::First {
+                    write_result(profile, run_dir, first, None)?;
+                    return Ok(events);
+                }
+                first
+            }
+            _ => {
+                write_result(profile, run_dir, first, None)?;
+                return Ok(events);
+            }
+        }
+    };
+    let r = sc.resume.as_ref().expect("checked above");
+    let second = Scenario { args: r.args_over(&sc.args), ..sc.clone() };
+    let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
+    let mut state_out: Option<PyJson> = None;
+    let mut more = vec![];
+    let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut more);
+    events.extend(more);
+    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
     Ok(events)
 }
 
@@ -303,7 +361,7 @@ pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, 
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
     let outcome = run_inner(sc, profile, run_dir, mode, None, Some(from), &mut state_out, &mut events);
-    write_result(profile, run_dir, outcome, state_out)?;
+    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), None)?;
     Ok(events)
 }
 
@@ -319,26 +377,34 @@ pub fn plan(sc: &Scenario, profile: &Profile, run_dir: &Path, metrics: PlanMetri
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
     let outcome = run_inner(sc, profile, run_dir, SaveMode::HfCompatible, Some(&mut feed), None, &mut state_out, &mut events);
-    write_result(profile, run_dir, outcome, state_out)?;
+    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), None)?;
     Ok(PlanTrace { events, assumed: feed.assumed })
 }
 
-/// `result.json`: HF's outcome (an error HF raised is a result; a gap in the model is not).
-fn write_result(profile: &Profile, run_dir: &Path, outcome: Result<(), HfError>, state_out: Option<PyJson>) -> Result<(), RunError> {
-    let error = match outcome {
-        Ok(()) => PyJson::Null,
-        Err(HfError::NotModelled(what)) => return Err(RunError::NotImplemented(what)),
-        Err(HfError::Raised { type_, message }) => PyJson::Dict(vec![
+/// HF's outcome as result.json's `error` (an error HF raised is a result; a gap in the model is
+/// the tool's "not implemented").
+fn error_json(outcome: Result<(), HfError>) -> Result<PyJson, RunError> {
+    match outcome {
+        Ok(()) => Ok(PyJson::Null),
+        Err(HfError::NotModelled(what)) => Err(RunError::NotImplemented(what)),
+        Err(HfError::Raised { type_, message }) => Ok(PyJson::Dict(vec![
             ("type".into(), PyJson::Str(type_)),
             ("message".into(), PyJson::Str(message)),
-        ]),
-    };
-    let result = PyJson::Dict(vec![
+        ])),
+    }
+}
+
+/// `result.json`: (error, final_state) of the run, and of the first run of a resume scenario.
+fn write_result(profile: &Profile, run_dir: &Path, run: (PyJson, PyJson), first: Option<(PyJson, PyJson)>) -> Result<(), RunError> {
+    let mut result = vec![
         ("hf_version".into(), PyJson::Str(profile.version.into())),
-        ("error".into(), error),
-        ("final_state".into(), state_out.unwrap_or(PyJson::Null)),
-    ]);
-    let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() })
+        ("error".into(), run.0),
+        ("final_state".into(), run.1),
+    ];
+    if let Some((error, state)) = first {
+        result.push(("first".into(), PyJson::Dict(vec![("error".into(), error), ("final_state".into(), state)])));
+    }
+    let text = crate::pyjson::dumps(&PyJson::Dict(result), &DumpOptions { indent: Some(2), ..DumpOptions::default() })
         .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
     let path = run_dir.join("result.json");
     std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })
@@ -387,6 +453,16 @@ fn run_inner(
         *feed = done;
     }
     res
+}
+
+/// `logging_steps`, `eval_steps`, `save_steps` of a trainer_state.json (4.38+ record them).
+fn loaded_intervals(state: &PyJson) -> Option<Intervals> {
+    let n = |k: &str| match state.get(k)? {
+        PyJson::Int(i) => Some(args::Num::Int(*i as i64)),
+        PyJson::Float(f) => Some(args::Num::Float(*f)),
+        _ => None,
+    };
+    Some(Intervals { logging: n("logging_steps")?, eval: Some(n("eval_steps")?), save: n("save_steps")? })
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> HfError {
@@ -464,6 +540,7 @@ impl<'a> Trainer<'a> {
             plan: None,
             resume: None,
             initial_global_step: 0,
+            state_batch_size: None,
             args,
         })
     }
@@ -512,6 +589,9 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
+        if let (true, Some(PyJson::Int(b))) = (self.resume_rules().batch_size_from_state, state.as_ref().and_then(|s| s.get("train_batch_size"))) {
+            self.state_batch_size = Some(*b as usize);
+        }
         self.resume = Some(Resumed { rel, state });
         Ok(())
     }
@@ -530,8 +610,18 @@ impl<'a> Trainer<'a> {
             }
             st.max_steps = max_steps;
             st.num_train_epochs = num_train_epochs;
-            // The intervals HF keeps are the checkpoint's; with unchanged arguments they equal ours.
-            st.intervals = self.state.intervals;
+            // HF's resumed run goes by the loaded state: where it records the intervals (4.38+),
+            // the checkpoint's logging/eval/save steps, whatever the new arguments say.
+            match (self.profile.state_has_intervals, loaded_intervals(json)) {
+                (true, Some(mut iv)) => {
+                    if self.iv.eval.is_none() && iv.eval == Some(args::Num::Int(500)) {
+                        iv.eval = None; // the dataclass default, written for an unset eval_steps
+                    }
+                    self.iv = iv;
+                    st.intervals = Some(iv);
+                }
+                _ => st.intervals = self.state.intervals,
+            }
             self.state = st;
         }
         let dir = self.run_dir.join(rel);
@@ -602,7 +692,7 @@ impl<'a> Trainer<'a> {
     fn train(&mut self) -> Result<(), HfError> {
         let p = self.profile;
         let a = &self.args;
-        let bs = a.per_device_train_batch_size;
+        let bs = self.state_batch_size.unwrap_or(a.per_device_train_batch_size);
         let n = self.train.x.len();
         let len_dl = if a.dataloader_drop_last { n / bs } else { n.div_ceil(bs) };
         let ga = a.gradient_accumulation_steps;
@@ -1442,7 +1532,17 @@ impl<'a> Trainer<'a> {
     fn write_model(&self, dir: &Path) -> Result<(), HfError> {
         let (a, b) = self.model.values();
         store::write_weights(dir, self.profile, self.args.weights_file(self.profile), a, b).map_err(|e| io_err(dir, e))?;
-        store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b).map_err(|e| io_err(dir, e))?;
+        // `_align_special_tokens` at the start of train() (the scenarios save only after it).
+        let pad = self.profile.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && self.profile.aligns_special_tokens);
+        store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b, pad).map_err(|e| io_err(dir, e))?;
+        if self.sc.tokenizer {
+            // `_save`: `processing_class.save_pretrained(output_dir)` after the model, before
+            // training_args.bin, in every checkpoint and in save_model()'s folder.
+            for (name, text) in &self.profile.tokenizer_files {
+                let p = dir.join(name);
+                store::write_text(&p, text).map_err(|e| io_err(&p, e))?;
+            }
+        }
         store::write_training_args(dir, self.profile, &self.args).map_err(|e| io_err(dir, e))
     }
 

@@ -241,6 +241,8 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         metrics: None,
         early_stopping: early,
         finally_calls: vec![],
+        tokenizer: false,
+        resume: None,
     };
     let given: Vec<Vec<(String, PyJson)>> = evals.into_iter().map(|(_, m)| m).collect();
 

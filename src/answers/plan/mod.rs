@@ -139,6 +139,9 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             let mut sc = base.clone();
             sc.args = classified.args.clone();
             sc.data = DataSpec { train, eval: req.eval.clone() };
+            // A plan is of one train() call: a scenario's `resume` (a second Trainer) is not
+            // planned (README, "plan").
+            sc.resume = None;
             sc
         }
         None => Scenario {
@@ -150,6 +153,8 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             metrics: None,
             early_stopping: None,
             finally_calls: vec![],
+            tokenizer: false,
+            resume: None,
         },
     };
     let run = TempRun::new(profile.version)?;
