@@ -189,6 +189,23 @@ fn checkpoints() -> &'static Vec<(String, PathBuf)> {
     })
 }
 
+/// Golden files a contract-v2 scenario's `resume.damage` truncated (every profile's copy):
+/// they are the scenario's, not HF's, so no round trip holds for them.
+fn damaged() -> &'static std::collections::HashSet<PathBuf> {
+    static D: OnceLock<std::collections::HashSet<PathBuf>> = OnceLock::new();
+    D.get_or_init(|| {
+        let mut out = std::collections::HashSet::new();
+        for (_, sc) in ckptspec::scenario::Scenario::load_dir(&root().join("conformance/scenarios")).unwrap() {
+            for d in sc.resume.iter().flat_map(|r| &r.damage) {
+                for e in std::fs::read_dir(root().join("golden")).unwrap().flatten() {
+                    out.insert(e.path().join(&sc.name).join(d.path()));
+                }
+            }
+        }
+        out
+    })
+}
+
 fn files_with_ext(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -238,6 +255,9 @@ fn golden_checkpoints_round_trip_byte_for_byte() {
             );
         }
         for f in files_with_ext(ck, &["pt", "pth", "bin"]) {
+            if damaged().contains(&f) {
+                continue; // cut by the scenario's resume.damage, not written by HF
+            }
             let orig = std::fs::read(&f).unwrap();
             for lazy in [false, true] {
                 let loaded = tf::load_with(
@@ -265,6 +285,9 @@ fn golden_checkpoints_round_trip_byte_for_byte() {
             ));
         }
         for f in files_with_ext(ck, &["safetensors"]) {
+            if damaged().contains(&f) {
+                continue; // cut by the scenario's resume.damage, not written by HF
+            }
             let orig = std::fs::read(&f).unwrap();
             let (hdr, tensors) = st::load(&f).unwrap();
             let shapes: Vec<Vec<u64>> = tensors.iter().map(|(_, t)| st::shape_u64(t)).collect();
@@ -290,6 +313,16 @@ fn golden_checkpoints_round_trip_byte_for_byte() {
             ));
         }
         for f in files_with_ext(ck, &["json"]) {
+            if damaged().contains(&f) {
+                continue; // cut by the scenario's resume.damage, not written by HF
+            }
+            let profile = ckptspec::profile::Profile::get(version.trim_start_matches("hf-")).unwrap();
+            let name = f.file_name().unwrap().to_string_lossy();
+            if profile.tokenizer_files.iter().any(|(n, _)| *n == name) {
+                // the tokenizer library's own JSON, copied as its save_pretrained wrote it
+                // (TOKENIZER.json); the other side of this round trip is HF's JSON writer
+                continue;
+            }
             let text = std::fs::read_to_string(&f).unwrap();
             let v = pyjson::read_file(&f).unwrap();
             let again = pyjson::dumps(&v, &DumpOptions::hf()).unwrap() + "\n";

@@ -47,8 +47,40 @@ struct Tally {
     checkpoints: usize,
     replayed: usize,
     crashed: usize,
+    /// Contract-v2 resume folders, and the damaged checkpoints in them checked as flagged.
+    resumed: usize,
+    damaged: usize,
     skipped: Vec<String>,
     failures: Vec<String>,
+}
+
+/// Every scenario by name (the golden folders' scenarios).
+fn scenarios() -> &'static std::collections::HashMap<String, ckptspec::scenario::Scenario> {
+    static S: std::sync::OnceLock<std::collections::HashMap<String, ckptspec::scenario::Scenario>> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios");
+        ckptspec::scenario::Scenario::load_dir(&dir).unwrap().into_iter().map(|(_, s)| (s.name.clone(), s)).collect()
+    })
+}
+
+/// A contract-v2 resume scenario's golden folder holds two Trainers' runs and the damage the
+/// scenario did between them: the checkpoints whose damage is still there (a removed file
+/// still missing, a truncated one still cut) must be flagged.
+fn still_damaged(run: &Path, sc: &ckptspec::scenario::Scenario) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for d in sc.resume.iter().flat_map(|r| &r.damage) {
+        let parts: Vec<&str> = d.path().split('/').collect();
+        let [_, ck, _file] = parts[..] else { continue };
+        let (p, folder) = (run.join(d.path()), run.join("output").join(ck));
+        let still = match d {
+            ckptspec::scenario::Damage::Remove { .. } => !p.exists(),
+            ckptspec::scenario::Damage::Truncate { bytes, .. } => std::fs::metadata(&p).is_ok_and(|m| m.len() == *bytes),
+        };
+        if folder.is_dir() && still {
+            out.insert(ck.to_string());
+        }
+    }
+    out
 }
 
 fn sweep_profile(version: &str, t: &mut Tally) {
@@ -64,6 +96,17 @@ fn sweep_profile(version: &str, t: &mut Tally) {
                 continue;
             }
         };
+        if let Some(sc) = scenarios().get(&*run.file_name().unwrap().to_string_lossy()).filter(|s| s.resume.is_some()) {
+            // Not a single run's folder: what must hold is that the damage left is reported.
+            t.resumed += 1;
+            let flagged: BTreeSet<String> = r.flagged_folders().into_iter().collect();
+            let damaged = still_damaged(&run, sc);
+            t.damaged += damaged.len();
+            if !damaged.is_subset(&flagged) {
+                t.failures.push(format!("{name}: damaged {damaged:?} not all flagged (flagged {flagged:?})"));
+            }
+            continue;
+        }
         t.folders += 1;
         t.checkpoints += r.checkpoints.len();
         if r.replay.compared {
@@ -117,6 +160,8 @@ fn no_false_alarms_on_any_golden_folder() {
         all.checkpoints += t.checkpoints;
         all.replayed += t.replayed;
         all.crashed += t.crashed;
+        all.resumed += t.resumed;
+        all.damaged += t.damaged;
         all.skipped.extend(t.skipped);
         all.failures.extend(t.failures);
     }
@@ -130,6 +175,8 @@ fn no_false_alarms_on_any_golden_folder() {
         all.skipped.len(),
         start.elapsed()
     );
+    println!("  resume scenarios (two runs and the damage between them): {} folders, {} checkpoints still damaged, each checked as flagged", all.resumed, all.damaged);
+    assert!(all.damaged > 0, "no damaged checkpoint survives in a resume golden: the damage check is never exercised");
     // Why folders were not replayed, by reason (the text before its first specific detail).
     let mut why: std::collections::BTreeMap<String, usize> = Default::default();
     for s in &all.skipped {
