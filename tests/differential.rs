@@ -35,6 +35,9 @@ struct Vocabulary {
     metrics: Vec<Value>,
     early_stopping: Vec<Value>,
     finally: Vec<Value>,
+    /// Contract v2: every `resume.args` override and every `resume.damage` item of the catalogue.
+    resume_args: BTreeMap<String, Vec<Value>>,
+    damage: Vec<Value>,
 }
 
 fn push_unique(v: &mut Vec<Value>, x: &Value) {
@@ -49,6 +52,14 @@ fn vocabulary(root: &Path) -> Vocabulary {
         let raw: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for (k, v) in raw["args"].as_object().unwrap() {
             push_unique(voc.args.entry(k.clone()).or_default(), v);
+        }
+        if let Some(r) = raw.get("resume") {
+            for (k, v) in r.get("args").and_then(|a| a.as_object()).into_iter().flatten() {
+                push_unique(voc.resume_args.entry(k.clone()).or_default(), v);
+            }
+            for d in r.get("damage").and_then(|d| d.as_array()).into_iter().flatten() {
+                push_unique(&mut voc.damage, d);
+            }
         }
         for (field, list) in [
             ("data", &mut voc.data),
@@ -153,7 +164,40 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
     if rng.chance(0.15) {
         sc["finally"] = rng.pick(&voc.finally).clone();
     }
+    if rng.chance(0.2) {
+        sc["tokenizer"] = json!(true);
+    }
+    if rng.chance(0.5) {
+        sc["resume"] = random_resume(rng, voc, &args);
+    }
     sc
+}
+
+/// A contract-v2 `resume`: from the last checkpoint or from a step of the run, now and then
+/// with overrides the catalogue uses and with damage: to the checkpoint resumed from (a file
+/// removed or cut, or the folder removed), or a damage item of the catalogue.
+fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>) -> Value {
+    let max = args.get("max_steps").and_then(|v| v.as_i64()).filter(|m| *m > 0).unwrap_or(24);
+    let from = if rng.chance(0.5) { "last".to_string() } else { format!("checkpoint-{}", 1 + rng.below(max as usize)) };
+    let mut r = json!({"from": from});
+    if rng.chance(0.4) && !voc.resume_args.is_empty() {
+        let keys: Vec<&String> = voc.resume_args.keys().collect();
+        let k = rng.pick(&keys).as_str();
+        r["args"] = json!({k: rng.pick(&voc.resume_args[k]).clone()});
+    }
+    if rng.chance(0.3) {
+        let d = if from != "last" && rng.chance(0.7) {
+            let file = *rng.pick(&["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "model.safetensors", ""]);
+            let path = if file.is_empty() { format!("output/{from}") } else { format!("output/{from}/{file}") };
+            if !file.is_empty() && rng.chance(0.4) { json!({"truncate": path, "bytes": 100}) } else { json!({"remove": path}) }
+        } else if !voc.damage.is_empty() {
+            rng.pick(&voc.damage).clone()
+        } else {
+            json!({"remove": "output"})
+        };
+        r["damage"] = json!([d]);
+    }
+    r
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -168,6 +212,9 @@ struct Tally {
     tensors: usize,
     full: usize,
     hf_errors: usize,
+    /// Scenarios whose second Trainer ran (HF's result.json has `first`), and with a tokenizer.
+    resumed: usize,
+    tokenizer: usize,
     /// HF's outcomes: "ok" or the exception type, with counts.
     outcomes: BTreeMap<String, usize>,
     /// The most frequent HF error messages (first 90 characters).
@@ -248,8 +295,11 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     for name in &names {
         t.total += 1;
         let expected = hf_dir.join(name);
-        let hf_error = ckptspec::pyjson::read_file(expected.join("result.json"))
-            .ok()
+        let hf_result = ckptspec::pyjson::read_file(expected.join("result.json")).ok();
+        t.resumed += hf_result.as_ref().is_some_and(|r| r.get("first").is_some()) as usize;
+        let raw: Value = serde_json::from_str(&std::fs::read_to_string(sc_dir.join(format!("{name}.json"))).unwrap()).unwrap();
+        t.tokenizer += (raw.get("tokenizer") == Some(&json!(true))) as usize;
+        let hf_error = hf_result
             .and_then(|r| r.get("error").cloned())
             .filter(|e| *e != ckptspec::pyjson::PyJson::Null);
         let text = |e: &ckptspec::pyjson::PyJson, k: &str| match e.get(k) {
@@ -294,6 +344,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let compared = t.total - t.not_implemented.len() - t.tool_errors.len();
     println!("\ndifferential test: {n} random scenarios (seed {seed}) through HF {hf} and the Rust trainer");
     println!("  HF raised an error in {} of them: {:?}", t.hf_errors, t.outcomes);
+    println!("  contract v2: {} with a tokenizer, {} whose first run succeeded and a second Trainer resumed", t.tokenizer, t.resumed);
     let mut msgs: Vec<(&String, &usize)> = t.messages.iter().collect();
     msgs.sort_by(|a, b| b.1.cmp(a.1));
     for (m, c) in msgs.iter().take(8) {
