@@ -87,6 +87,20 @@ fn truthy(v: &Value) -> bool {
     }
 }
 
+/// Python truthiness of a value read back from a pickle.
+fn truthy_py(v: &PyValue) -> bool {
+    match v.resolved() {
+        PyValue::None => false,
+        PyValue::Bool(b) => *b,
+        PyValue::Int(i) => *i != 0,
+        PyValue::Float(x) => *x != 0.0,
+        PyValue::Str(s) => !s.is_empty(),
+        PyValue::List(a) | PyValue::Tuple(a) => !a.is_empty(),
+        PyValue::Dict(d) => !d.is_empty(),
+        _ => true,
+    }
+}
+
 /// Python `a <= b`.
 fn le(a: PyNum, b: PyNum) -> bool {
     match (a, b) {
@@ -431,6 +445,98 @@ impl Greedy {
     /// warmup_counter, mode, threshold, threshold_mode, best, num_bad_epochs, num_good_epochs,
     /// eps, last_epoch, smooth, window_size, reset_start, reset_start_original, _last_lr,
     /// _init_lrs`, then `_streaming_avg` (`{window_size, values, sum}`) when smoothing.
+    /// `GreedyLR.load_state_dict(sd)` of a resumed run (transformers' own: each attribute
+    /// `sd.get(key, current)`, the `_streaming_avg` window restored, and, when `_last_lr` is
+    /// there, every group's lr set to it). `lrs`: the groups' lrs `optimizer.load_state_dict`
+    /// restored just before.
+    pub fn load_state_dict(&mut self, sd: &PyValue, lrs: Vec<PyNum>) -> Result<(), String> {
+        use crate::plateau::py_num;
+        let n = |k: &str, cur: PyNum| -> Result<PyNum, String> {
+            sd.get(k).map_or(Ok(cur), |v| py_num(v).ok_or(format!("scheduler.pt: {k} is not a number")))
+        };
+        let list = |k: &str, cur: &Vec<PyNum>| -> Result<Vec<PyNum>, String> {
+            match sd.get(k) {
+                None => Ok(cur.clone()),
+                Some(v) => v
+                    .as_seq()
+                    .ok_or(format!("scheduler.pt: {k} is not a list"))?
+                    .iter()
+                    .map(|x| py_num(x).ok_or(format!("scheduler.pt: {k} holds a non-number")))
+                    .collect(),
+            }
+        };
+        let int = |k: &str, cur: i64| -> Result<i64, String> {
+            sd.get(k).map_or(Ok(cur), |v| v.as_i64().ok_or(format!("scheduler.pt: {k} is not an int")))
+        };
+        if lrs.len() != self.lrs.len() {
+            return Err(format!("{} group lrs, expected {}", lrs.len(), self.lrs.len()));
+        }
+        self.lrs = lrs;
+        self.factor = n("factor", self.factor)?;
+        self.min_lrs = list("min_lrs", &self.min_lrs)?;
+        self.max_lrs = list("max_lrs", &self.max_lrs)?;
+        self.patience = n("patience", self.patience)?;
+        if let Some(v) = sd.get("verbose") {
+            self.verbose = v.clone();
+        }
+        self.cooldown = n("cooldown", self.cooldown)?;
+        self.warmup = n("warmup", self.warmup)?;
+        self.cooldown_counter = n("cooldown_counter", self.cooldown_counter)?;
+        self.warmup_counter = n("warmup_counter", self.warmup_counter)?;
+        if let Some(m) = sd.get("mode") {
+            self.mode = match m.as_str() {
+                Some("min") => Mode::Min,
+                Some("max") => Mode::Max,
+                _ => return Err("scheduler.pt: mode".into()),
+            };
+        }
+        self.threshold = n("threshold", self.threshold)?;
+        if let Some(m) = sd.get("threshold_mode") {
+            self.threshold_mode = match m.as_str() {
+                Some("rel") => ThresholdMode::Rel,
+                Some("abs") => ThresholdMode::Abs,
+                _ => return Err("scheduler.pt: threshold_mode".into()),
+            };
+        }
+        if let Some(b) = sd.get("best") {
+            self.best = b.as_f64().ok_or("scheduler.pt: best is not a number")?;
+        }
+        self.num_bad_epochs = int("num_bad_epochs", self.num_bad_epochs)?;
+        self.num_good_epochs = int("num_good_epochs", self.num_good_epochs)?;
+        self.eps = n("eps", self.eps)?;
+        self.last_epoch = int("last_epoch", self.last_epoch)?;
+        if let Some(v) = sd.get("smooth") {
+            // Its truthiness is what `step` reads.
+            self.smooth_on = truthy_py(v);
+            self.smooth = v.clone();
+        }
+        self.window_size = n("window_size", self.window_size)?;
+        self.reset_start = n("reset_start", self.reset_start)?;
+        self.reset_start_original = n("reset_start_original", self.reset_start_original)?;
+        self.last_lr = list("_last_lr", &self.last_lr)?;
+        self.init_lrs = list("_init_lrs", &self.init_lrs)?;
+        if let Some(avg) = sd.get("_streaming_avg") {
+            let cur = self.streaming_avg.get_or_insert_with(|| StreamingAverage::new(self.window_size));
+            cur.window_size = avg.get("window_size").map_or(Ok(cur.window_size), |v| py_num(v).ok_or("scheduler.pt: window_size"))?;
+            cur.values = match avg.get("values") {
+                None => vec![],
+                Some(v) => v
+                    .as_seq()
+                    .ok_or("scheduler.pt: values")?
+                    .iter()
+                    .map(|x| py_num(x).map(|p| p.f()).ok_or("scheduler.pt: values"))
+                    .collect::<Result<_, _>>()?,
+            };
+            cur.sum = avg.get("sum").map_or(Ok(0.0), |v| v.as_f64().ok_or("scheduler.pt: sum"))?;
+        }
+        if sd.get("_last_lr").is_some() {
+            for (lr, last) in self.lrs.iter_mut().zip(&self.last_lr) {
+                *lr = *last;
+            }
+        }
+        Ok(())
+    }
+
     pub fn state_dict(&self) -> PyValue {
         let list = |v: &Vec<PyNum>| PyValue::List(v.iter().map(|x| x.to_py()).collect());
         let mode = PyValue::str(match self.mode {

@@ -286,6 +286,75 @@ impl Plateau {
         self.lrs.iter().map(|x| x.as_f64()).collect()
     }
 
+    /// `scheduler.load_state_dict(sd)` of a resumed run, after `optimizer.load_state_dict`
+    /// gave the groups `lrs` (the saved `param_group["lr"]`, with their Python type):
+    /// `self.__dict__.update(sd)`, then `_init_is_better` (which recomputes `mode_worse`). A key
+    /// the saved dict lacks keeps this scheduler's value; `_last_lr` present marks a stepped
+    /// scheduler (torch before 2.3 writes it only then).
+    pub fn load_state_dict(&mut self, sd: &PyValue, lrs: Vec<PyNum>) -> Result<(), String> {
+        let n = |k: &str, cur: PyNum| -> Result<PyNum, String> {
+            match sd.get(k) {
+                None => Ok(cur),
+                Some(v) => py_num(v).ok_or(format!("scheduler.pt: {k} is not a number")),
+            }
+        };
+        let list = |k: &str, cur: &Vec<PyNum>| -> Result<Vec<PyNum>, String> {
+            match sd.get(k) {
+                None => Ok(cur.clone()),
+                Some(v) => v
+                    .as_seq()
+                    .ok_or(format!("scheduler.pt: {k} is not a list"))?
+                    .iter()
+                    .map(|x| py_num(x).ok_or(format!("scheduler.pt: {k} holds a non-number")))
+                    .collect(),
+            }
+        };
+        let int = |k: &str, cur: i64| -> Result<i64, String> {
+            match sd.get(k) {
+                None => Ok(cur),
+                Some(v) => v.as_i64().ok_or(format!("scheduler.pt: {k} is not an int")),
+            }
+        };
+        self.factor = n("factor", self.factor)?;
+        if let Some(v) = sd.get("default_min_lr") {
+            self.default_min_lr = if matches!(v, PyValue::None) { None } else { Some(py_num(v).ok_or("scheduler.pt: default_min_lr")?) };
+        }
+        self.min_lrs = list("min_lrs", &self.min_lrs)?;
+        self.patience = n("patience", self.patience)?;
+        self.cooldown = n("cooldown", self.cooldown)?;
+        self.cooldown_counter = n("cooldown_counter", self.cooldown_counter)?;
+        if let Some(m) = sd.get("mode") {
+            self.mode = match m.as_str() {
+                Some("min") => Mode::Min,
+                Some("max") => Mode::Max,
+                _ => return Err("scheduler.pt: mode".into()),
+            };
+        }
+        self.threshold = n("threshold", self.threshold)?;
+        if let Some(m) = sd.get("threshold_mode") {
+            self.threshold_mode = match m.as_str() {
+                Some("rel") => ThresholdMode::Rel,
+                Some("abs") => ThresholdMode::Abs,
+                _ => return Err("scheduler.pt: threshold_mode".into()),
+            };
+        }
+        if let Some(b) = sd.get("best") {
+            self.best = b.as_f64().ok_or("scheduler.pt: best is not a number")?;
+        }
+        self.num_bad_epochs = int("num_bad_epochs", self.num_bad_epochs)?;
+        self.eps = n("eps", self.eps)?;
+        self.last_epoch = int("last_epoch", self.last_epoch)?;
+        if sd.get("_last_lr").is_some() {
+            self.last_lr = list("_last_lr", &self.last_lr)?;
+            self.stepped = true;
+        }
+        if lrs.len() != self.lrs.len() {
+            return Err(format!("{} group lrs, expected {}", lrs.len(), self.lrs.len()));
+        }
+        self.lrs = lrs;
+        Ok(())
+    }
+
     /// `scheduler.state_dict()` (`__dict__` minus `optimizer`), keys in torch's order:
     ///
     /// Keys in the torch release's order (`TorchLayout::plateau_keys`: each release's
@@ -333,6 +402,16 @@ impl Plateau {
             })
             .collect();
         PyValue::dict(e)
+    }
+}
+
+/// A number read back from a pickle, keeping its Python type (`bool` counts as `int`).
+pub(crate) fn py_num(v: &PyValue) -> Option<PyNum> {
+    match v.resolved() {
+        PyValue::Int(i) => Some(PyNum::Int(*i)),
+        PyValue::Bool(b) => Some(PyNum::Int(*b as i64)),
+        PyValue::Float(x) => Some(PyNum::Float(*x)),
+        _ => None,
     }
 }
 

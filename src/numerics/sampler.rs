@@ -45,6 +45,21 @@ pub enum SamplerKind {
     GlobalDrawnSeed,
 }
 
+/// How a resumed `train()` passes over the epochs its checkpoint already trained (HF's
+/// "Skip the first epochs_trained epochs to get the random state of the dataloader at the right
+/// point"; see `ResumeBehaviors::skip_trained_epochs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochSkip {
+    /// `for _ in train_dataloader: break`: a DataLoader iterator (its `_base_seed` draw) and one
+    /// batch (a torch `RandomSampler` draws its seed).
+    FirstBatch,
+    /// `_ = list(sampler)`: the sampler alone (a torch `RandomSampler` draws its seed; no
+    /// DataLoader iterator).
+    WholeSampler,
+    /// Nothing: the sampler's epoch is set directly.
+    None,
+}
+
 /// The order of one epoch for [`SamplerKind::SeedableEpochSeed`]: `randperm(n)` of a generator
 /// seeded with `(data_seed.unwrap_or(seed)) + epoch`.
 pub fn seedable_epoch_order(seed: u64, data_seed: Option<u64>, n: usize, epoch: usize) -> Vec<usize> {
@@ -130,6 +145,24 @@ impl TrainRngTracker {
         }
     }
 
+    /// A resumed run passes over one epoch its checkpoint already trained, as `how` says.
+    /// Draws from the global generator only: a seedable sampler's order is set per epoch anyway
+    /// (the executor sets [`epochs_started`](Self::epochs_started) at the resumed epoch).
+    pub fn skip_trained_epoch(&mut self, n: usize, how: EpochSkip) {
+        match how {
+            EpochSkip::None => {}
+            EpochSkip::FirstBatch => {
+                let _ = self.begin_train_epoch(n);
+            }
+            EpochSkip::WholeSampler => {
+                if self.kind == SamplerKind::GlobalDrawnSeed {
+                    let _ = self.draw_int64();
+                }
+                self.epochs_started += 1;
+            }
+        }
+    }
+
     /// An evaluation DataLoader iterator is created (one `_base_seed` draw).
     pub fn begin_eval_loop(&mut self) {
         let _ = self.draw_int64();
@@ -159,6 +192,21 @@ mod tests {
         assert_eq!(&o[..8], &[32, 26, 19, 6, 10, 17, 50, 11]);
         let o = train_order(SamplerKind::GlobalDrawnSeed, 42, Some(123), 64, 1);
         assert_eq!(&o[..4], &[30, 24, 39, 52]);
+    }
+
+    #[test]
+    fn skipping_trained_epochs_draws_as_the_release_does() {
+        // 4.31-4.33 start the DataLoader (two int64 draws), 4.34+ list the sampler (one draw).
+        let mut t = TrainRngTracker::new(SamplerKind::GlobalDrawnSeed, 42, None);
+        t.skip_trained_epoch(64, EpochSkip::FirstBatch);
+        assert_eq!(t.draws_u32, 4);
+        t.skip_trained_epoch(64, EpochSkip::WholeSampler);
+        assert_eq!(t.draws_u32, 6);
+        t.skip_trained_epoch(64, EpochSkip::None);
+        assert_eq!((t.draws_u32, t.epochs_started), (6, 2));
+        let mut t = TrainRngTracker::new(SamplerKind::SeedableEpochSeed, 42, None);
+        t.skip_trained_epoch(64, EpochSkip::WholeSampler);
+        assert_eq!(t.draws_u32, 0);
     }
 
     #[test]

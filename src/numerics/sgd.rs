@@ -46,6 +46,41 @@ impl Sgd {
         }
     }
 
+    /// `optimizer.load_state_dict(sd)` of a resumed run: each group's `lr` (the schedule's lr at
+    /// the save) and which parameters stepped (torch before 2.4 keeps a `momentum_buffer: None`
+    /// state for them, written again at the next save; later releases keep no state without
+    /// momentum). `initial_lr` stays the scheduler's, as torch's `load_state_dict` keeps a
+    /// group's keys the saved dict has.
+    pub fn load_state_dict(&mut self, v: &PyValue) -> Result<(), String> {
+        let groups = v.get("param_groups").and_then(|g| g.as_seq()).ok_or("no param_groups list")?;
+        if groups.len() != self.groups.len() {
+            return Err(format!("{} param groups, expected {}", groups.len(), self.groups.len()));
+        }
+        for (g, saved) in self.groups.iter_mut().zip(groups) {
+            g.2 = saved.get("lr").and_then(|x| x.as_f64()).ok_or("param group without lr")?;
+            if let Some(il) = saved.get("initial_lr").and_then(|x| x.as_f64()) {
+                g.3 = Some(il);
+            }
+        }
+        let state = v.get("state").and_then(|s| s.as_dict()).ok_or("no state dict")?;
+        for (k, entry) in state {
+            let i = k.as_i64().ok_or("state key is not an int")? as usize;
+            if i >= self.stepped.len() {
+                return Err(format!("state for parameter {i} of {}", self.stepped.len()));
+            }
+            match entry.get("momentum_buffer") {
+                Some(PyValue::None) | None => self.stepped[i] = true,
+                Some(_) => return Err("a momentum buffer (SGD with momentum is not modelled)".into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups' lrs.
+    pub fn lrs(&self) -> Vec<f64> {
+        self.groups.iter().map(|g| g.2).collect()
+    }
+
     /// `optimizer.state_dict()`, keys in the torch release's order.
     pub fn state_dict(&self) -> PyValue {
         let state = if self.layout.sgd_state_momentum_none {

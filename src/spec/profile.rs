@@ -243,7 +243,7 @@ pub enum CallbackRefresh {
 }
 
 use crate::rotation::Protection;
-use crate::sampler::SamplerKind;
+use crate::sampler::{EpochSkip, SamplerKind};
 
 behaviors! {
     /// Every HF behavior that differs between transformers releases, as one release has it.
@@ -458,6 +458,53 @@ behaviors! {
     /// it), not with the new `per_device_train_batch_size`; 5.2 does so only with
     /// `auto_find_batch_size` (not modelled). Found by the resume-batch-size-changed golden.
     batch_size_from_state: bool = ["4.31.0" => false, "4.36.0" => true, "5.2.0" => false];
+    /// How `train()` passes over the epochs a checkpoint already trained before the first one it
+    /// trains: by starting the DataLoader and fetching one batch (a `_base_seed` draw and, for a
+    /// torch `RandomSampler`, its seed draw from the global generator), by `list(sampler)` (only
+    /// the sampler's own draw; a seedable sampler counts an epoch), or not at all (4.41 dropped
+    /// the loop). It decides the row order of a resume inside a later epoch where the sampler
+    /// draws its seed from the global generator (4.31-4.35, 4.37).
+    skip_trained_epochs: EpochSkip = ["4.31.0" => EpochSkip::FirstBatch, "4.34.0" => EpochSkip::WholeSampler, "4.41.0" => EpochSkip::None];
+    /// In the resumed epoch the loop's batch counter `step` restarts at -1 after
+    /// `skip_first_batches` (the epoch's progress adds the skipped batches back), so
+    /// `(step + 1) == steps_in_epoch` never holds and a last partial accumulation window of that
+    /// epoch does not step the optimizer (its gradients carry on); 4.57 sets
+    /// `step = steps_trained_in_current_epoch - 1`.
+    resumed_step_restarts: bool = ["4.31.0" => true, "4.57.0" => false];
+    /// The resumed epoch's updates are cut from the batches left after the skip: `total_updates`
+    /// fetches of GA batches (the last one `remainder`), counted from the skip point; 5.3 loops
+    /// `update_step in range(steps_trained // GA, num_update_steps_per_epoch)` over the epoch's
+    /// own windows. (Before 4.46 each fetch is one batch, so both read the same.)
+    resumed_updates_from_skip_point: bool = ["4.31.0" => true, "5.3.0" => false];
+    /// `_init_training_state` (5.3) reads the checkpoint's trainer_state.json before
+    /// `_load_optimizer_and_scheduler`; before, the optimizer and scheduler were loaded first,
+    /// into a fresh `TrainerState` (`max_steps` 0). It decides the state a damaged optimizer.pt
+    /// or scheduler.pt leaves.
+    state_before_optimizer: bool = ["4.31.0" => false, "5.3.0" => true];
+    /// `str()` of the `EOFError` `torch.load` raises for an empty optimizer.pt, scheduler.pt or
+    /// rng_state.pth: pickle's, or torch's weights-only unpickler's empty one (torch 2.6 made
+    /// `weights_only=True` the default; 4.48's profile is the first on torch 2.6). Found by
+    /// truncating each file of a real checkpoint (tests/resume.rs).
+    empty_state_file_message: &'static str = ["4.31.0" => "Ran out of input", "4.48.0" => ""];
+    /// The same for an empty pytorch_model.bin: `_load_from_checkpoint` passes `weights_only=True`
+    /// from 4.37.
+    empty_weights_file_message: &'static str = ["4.31.0" => "Ran out of input", "4.37.0" => ""];
+    /// What torch appends to `PytorchStreamReader failed reading zip archive: failed finding
+    /// central directory` (a torch file cut short): torch 2.11 explains it (5.4's profile is the
+    /// first on torch 2.11).
+    zip_error_suffix: &'static str = [
+        "4.31.0" => "",
+        "5.4.0" => ". This is an internal miniz error. If you are seeing this error, there is a high likelihood that your checkpoint file is corrupted. This can happen if the checkpoint was not saved properly, was transferred incorrectly, or the file was modified after saving.",
+    ];
+    /// The `SafetensorError` texts (after "Error while deserializing header: ") for a
+    /// model.safetensors under 8 bytes and for one shorter than its header says: safetensors
+    /// 0.6+ prints them in words, 0.4-0.5 by their Rust names. 4.31.0's profile is unpinned
+    /// (safetensors 0.8.0), 4.32-4.54 pin 0.4.1-0.5.3, 4.55+ run 0.6.2 and later.
+    safetensors_header_errors: (&'static str, &'static str) = [
+        "4.31.0" => ("header too small", "invalid header length"),
+        "4.32.0" => ("HeaderTooSmall", "InvalidHeaderLength"),
+        "4.55.0" => ("header too small", "invalid header length"),
+    ];
 }
 
 impl TorchLayout {

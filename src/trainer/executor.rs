@@ -189,8 +189,9 @@ pub enum ResumeFrom {
 struct Resumed {
     /// `output/checkpoint-N`, relative to the run directory, as HF's paths are.
     rel: String,
-    /// None where the release reads trainer_state.json only when it exists and it does not.
-    state: Option<PyJson>,
+    /// The text of its trainer_state.json (None: no such file, which only releases before 4.36
+    /// accept). Parsed where the release reads it.
+    state_text: Option<String>,
 }
 
 /// What feeds a plan's evaluations (`ckptspec plan`, `ckptspec inspect`): the executor runs as
@@ -574,14 +575,30 @@ impl<'a> Trainer<'a> {
         let Some(weights) = weights else {
             return Err(HfError::value(format!("Can't find a valid checkpoint at {rel}")));
         };
-        let damaged = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a damaged {what} in {rel}: {e}"));
-        if let Some((a, b)) = store::read_weights(&dir, weights).map_err(|e| damaged(weights, e))? {
+        let rules = self.resume_rules();
+        let weights_path = dir.join(weights);
+        let loaded = store::read_weights(&dir, weights).map_err(|e| {
+            damaged::weights_load(&weights_path, &rules)
+                .unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged {weights} in {rel}: {e}")))
+        })?;
+        if let Some((a, b)) = loaded {
             self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
         }
         let sp = dir.join("trainer_state.json");
-        let state = if sp.is_file() {
-            Some(crate::pyjson::read_file(&sp).map_err(|e| damaged("trainer_state.json", e.to_string()))?)
-        } else if self.resume_rules().requires_trainer_state {
+        let state_text = if sp.is_file() {
+            let bytes = std::fs::read(&sp).map_err(|e| io_err(&sp, e))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|e| HfError::not_modelled(format!("HF's error for a trainer_state.json that is not UTF-8 in {rel}: {e}")))?;
+            if rules.requires_trainer_state {
+                // train() reads it right after the weights (for the batch size it records).
+                let json = damaged::parse_trainer_state(&text)
+                    .map_err(|e| e.unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged trainer_state.json in {rel}"))))?;
+                if let (true, Some(PyJson::Int(b))) = (rules.batch_size_from_state, json.get("train_batch_size")) {
+                    self.state_batch_size = Some(*b as usize);
+                }
+            }
+            Some(text)
+        } else if rules.requires_trainer_state {
             return Err(HfError::new(
                 "FileNotFoundError",
                 format!("[Errno 2] No such file or directory: {}", crate::hf_error::py_str_repr(&format!("{rel}/trainer_state.json"))),
@@ -589,73 +606,119 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
-        if let (true, Some(PyJson::Int(b))) = (self.resume_rules().batch_size_from_state, state.as_ref().and_then(|s| s.get("train_batch_size"))) {
-            self.state_batch_size = Some(*b as usize);
-        }
-        self.resume = Some(Resumed { rel, state });
+        self.resume = Some(Resumed { rel, state_text });
         Ok(())
     }
 
-    /// `_init_training_state` and `_load_optimizer_and_scheduler` of a resumed run. Returns
-    /// (epochs trained, batches already trained in the current epoch).
-    fn load_resumed_state(&mut self, r: &Resumed, nupe: usize, max_steps: i64, num_train_epochs: i64) -> Result<(usize, usize), HfError> {
+    /// The checkpoint's trainer_state.json (`TrainerState.load_from_json`) in place of the fresh
+    /// state, then what `_inner_training_loop` sets after it (`max_steps`, `num_train_epochs`).
+    /// A file that is not JSON is Python's `JSONDecodeError`.
+    fn load_trainer_state(&mut self, r: &Resumed, max_steps: i64, num_train_epochs: i64) -> Result<(), HfError> {
         let rel = &r.rel;
-        let damaged = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a damaged {what} in {rel}: {e}"));
-        if let Some(json) = &r.state {
-            let mut st = TrainerState::from_json(json, self.profile).map_err(|e| damaged("trainer_state.json", e))?;
-            if let Some(b) = &st.best.best_model_checkpoint {
-                if self.resume_rules().drops_missing_best && !self.run_dir.join(b).is_dir() {
-                    st.best.best_model_checkpoint = None;
-                }
+        let Some(text) = &r.state_text else { return Ok(()) };
+        let json = damaged::parse_trainer_state(text).map_err(|e| e.unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged trainer_state.json in {rel}"))))?;
+        let mut st = TrainerState::from_json(&json, self.profile)
+            .map_err(|e| HfError::not_modelled(format!("HF's error for a trainer_state.json it cannot use in {rel}: {e}")))?;
+        if let Some(b) = &st.best.best_model_checkpoint {
+            if self.resume_rules().drops_missing_best && !self.run_dir.join(b).is_dir() {
+                st.best.best_model_checkpoint = None;
             }
-            st.max_steps = max_steps;
-            st.num_train_epochs = num_train_epochs;
-            // HF's resumed run goes by the loaded state: where it records the intervals (4.38+),
-            // the checkpoint's logging/eval/save steps, whatever the new arguments say.
-            match (self.profile.state_has_intervals, loaded_intervals(json)) {
-                (true, Some(mut iv)) => {
-                    if self.iv.eval.is_none() && iv.eval == Some(args::Num::Int(500)) {
-                        iv.eval = None; // the dataclass default, written for an unset eval_steps
-                    }
-                    self.iv = iv;
-                    st.intervals = Some(iv);
-                }
-                _ => st.intervals = self.state.intervals,
-            }
-            self.state = st;
         }
+        st.max_steps = max_steps;
+        st.num_train_epochs = num_train_epochs;
+        // HF's resumed run goes by the loaded state: where it records the intervals (4.38+),
+        // the checkpoint's logging/eval/save steps, whatever the new arguments say.
+        match (self.profile.state_has_intervals, loaded_intervals(&json)) {
+            (true, Some(mut iv)) => {
+                if self.iv.eval.is_none() && iv.eval == Some(args::Num::Int(500)) {
+                    iv.eval = None; // the dataclass default, written for an unset eval_steps
+                }
+                self.iv = iv;
+                st.intervals = Some(iv);
+            }
+            _ => st.intervals = self.state.intervals,
+        }
+        self.state = st;
+        Ok(())
+    }
+
+    /// `_load_optimizer_and_scheduler`: only when both optimizer.pt and scheduler.pt exist (else
+    /// both restart from scratch, without a word). The optimizer's groups take the saved lrs;
+    /// LambdaLR its step count, ReduceLROnPlateau and GreedyLR their whole saved state.
+    fn load_optimizer_and_scheduler(&mut self, r: &Resumed) -> Result<(), HfError> {
+        let rel = &r.rel;
+        let rules = self.resume_rules();
+        let unusable = |what: &str, e: String| HfError::not_modelled(format!("HF's error for a {what} it cannot use in {rel}: {e}"));
         let dir = self.run_dir.join(rel);
         let (opt_p, sched_p) = (dir.join("optimizer.pt"), dir.join("scheduler.pt"));
-        if opt_p.is_file() && sched_p.is_file() {
-            let opt = crate::torch_format::load(&opt_p).map_err(|e| damaged("optimizer.pt", e.to_string()))?;
-            let sched = crate::torch_format::load(&sched_p).map_err(|e| damaged("scheduler.pt", e.to_string()))?;
-            match &mut self.opt {
-                Optim::AdamW(o) => o.load_state_dict(&opt).map_err(|e| damaged("optimizer.pt", e))?,
-                Optim::Sgd(_) => return Err(HfError::not_modelled("resuming SGD's optimizer state")),
+        if !(opt_p.is_file() && sched_p.is_file()) {
+            return Ok(());
+        }
+        let load = |p: &Path, what: &str| {
+            crate::torch_format::load(p).map_err(|e| damaged::torch_load(p, rules.empty_state_file_message, rules.zip_error_suffix).unwrap_or_else(|| unusable(what, e.to_string())))
+        };
+        let opt = load(&opt_p, "optimizer.pt")?;
+        let sched = load(&sched_p, "scheduler.pt")?;
+        let lrs: Vec<f64> = match &mut self.opt {
+            Optim::AdamW(o) => {
+                o.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;
+                o.groups.iter().map(|g| g.lr).collect()
             }
-            match &self.sched {
-                Scheduler::Lambda(_) => {
-                    let last = sched.get("last_epoch").and_then(|v| v.as_i64()).ok_or_else(|| damaged("scheduler.pt", "no last_epoch".into()))?;
-                    self.sched_steps = last;
-                    self.current_lr = match &self.opt {
-                        Optim::AdamW(o) => o.groups.first().map(|g| g.lr).unwrap_or(self.current_lr),
-                        Optim::Sgd(_) => self.current_lr,
-                    };
-                }
-                Scheduler::Plateau(_) | Scheduler::Greedy(_) => {
-                    return Err(HfError::not_modelled("resuming ReduceLROnPlateau's or GreedyLR's state"))
-                }
+            Optim::Sgd(o) => {
+                o.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;
+                o.lrs()
+            }
+        };
+        // The saved group lrs with their Python type (a reduction may have stored an int min_lr).
+        let saved_lrs: Vec<crate::plateau::PyNum> = opt
+            .get("param_groups")
+            .and_then(|g| g.as_seq())
+            .map(|gs| gs.iter().filter_map(|g| g.get("lr").and_then(crate::plateau::py_num)).collect())
+            .unwrap_or_default();
+        match &mut self.sched {
+            Scheduler::Lambda(_) => {
+                let last = sched.get("last_epoch").and_then(|v| v.as_i64()).ok_or_else(|| unusable("scheduler.pt", "no last_epoch".into()))?;
+                self.sched_steps = last;
+                self.current_lr = lrs.first().copied().unwrap_or(self.current_lr);
+            }
+            Scheduler::Plateau(pl) => {
+                pl.load_state_dict(&sched, saved_lrs).map_err(|e| unusable("scheduler.pt", e))?;
+                self.current_lr = pl.lrs_f64()[0];
+            }
+            Scheduler::Greedy(g) => {
+                g.load_state_dict(&sched, saved_lrs).map_err(|e| unusable("scheduler.pt", e))?;
+                // GreedyLR sets every group's lr to its `_last_lr`.
+                let lr = g.lrs_f64()[0];
+                self.current_lr = lr;
+                self.opt.set_lr(lr);
             }
         }
+        Ok(())
+    }
+
+    /// Where a resumed run starts: (epochs trained, batches already trained in the current
+    /// epoch), HF's `global_step // num_update_steps_per_epoch` and `(global_step % it) * GA`
+    /// (always a whole number of accumulation windows, by this arithmetic).
+    fn resume_position(&mut self, nupe: usize) -> (usize, usize) {
         let g = self.state.global_step;
         self.initial_global_step = g;
         self.last_logged = g;
         let epochs_trained = (g / nupe as u64) as usize;
         let steps_in_epoch = (g % nupe as u64) as usize * self.args.gradient_accumulation_steps;
-        if self.profile.sampler != crate::sampler::SamplerKind::SeedableEpochSeed {
-            return Err(HfError::not_modelled(format!("resuming with the {:?} sampler", self.profile.sampler)));
+        (epochs_trained, steps_in_epoch)
+    }
+
+    /// `_sorted_checkpoints` before 4.35 looks the best checkpoint up with an unguarded
+    /// `list.index`: a best folder that is gone (a resumed run's, whose state names a folder
+    /// deleted since) is Python's `ValueError`. Only the membership matters, not the order.
+    fn unguarded_best_check(&self, sorted: &[String]) -> Result<(), HfError> {
+        if let (rotation::Protection::Bubble { guarded: false }, Some(best)) = (self.profile.rotation_protection, &self.state.best.best_model_checkpoint) {
+            let nb = rotation::normalize(best);
+            if !sorted.iter().any(|p| *p == nb) {
+                return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb))));
+            }
         }
-        Ok((epochs_trained, steps_in_epoch))
+        Ok(())
     }
 
     fn resume_rules(&self) -> crate::profile::ResumeBehaviors {
@@ -671,7 +734,9 @@ impl<'a> Trainer<'a> {
             return Ok(());
         }
         let damaged = |e: String| HfError::not_modelled(format!("HF's error for a damaged {}: {e}", path.display()));
-        let v = crate::torch_format::load(&path).map_err(|e| damaged(e.to_string()))?;
+        let rules = self.resume_rules();
+        let v = crate::torch_format::load(&path)
+            .map_err(|e| damaged::torch_load(&path, rules.empty_state_file_message, rules.zip_error_suffix).unwrap_or_else(|| damaged(e.to_string())))?;
         let cpu = v.get("cpu").and_then(|t| t.as_tensor()).ok_or_else(|| damaged("no cpu state".into()))?;
         let bytes = cpu.contiguous_bytes().map_err(|e| damaged(e.to_string()))?;
         self.rng.global = crate::rng::TorchGenerator::set_state(&bytes).map_err(damaged)?;
@@ -750,17 +815,46 @@ impl<'a> Trainer<'a> {
         if p.scheduler_created == SchedulerCreated::AfterIntervals {
             self.create_scheduler(max_steps)?;
         }
+        // A resume loads the checkpoint's optimizer/scheduler and trainer_state.json in the
+        // release's order (`ResumeBehaviors::state_before_optimizer`): before 5.3 the optimizer
+        // first, into the fresh state, then `epoch = 0`, then the state, and `max_steps` after it.
+        let resumed = self.resume.clone();
+        let state_first = self.resume_rules().state_before_optimizer;
+        if let (Some(r), false) = (&resumed, state_first) {
+            self.load_optimizer_and_scheduler(r)?;
+            self.state.epoch = Some(args::Num::Int(0));
+            self.load_trainer_state(r, max_steps, num_train_epochs)?;
+        }
         self.state.max_steps = max_steps;
         self.state.num_train_epochs = num_train_epochs;
+        if let (Some(r), true) = (&resumed, state_first) {
+            // `_init_training_state` (its TrainerState starts at epoch 0).
+            self.state.epoch = Some(args::Num::Int(0));
+            self.load_trainer_state(r, max_steps, num_train_epochs)?;
+        }
         if p.scheduler_created == SchedulerCreated::AfterState {
             self.create_scheduler(max_steps)?;
         }
-        // `self.state.epoch = 0` comes after create_optimizer_and_scheduler.
-        self.state.epoch = Some(args::Num::Int(0));
-        let (epochs_trained, steps_trained_in_epoch) = match self.resume.clone() {
-            Some(r) => self.load_resumed_state(&r, nupe, max_steps, num_train_epochs)?,
+        if let (Some(r), true) = (&resumed, state_first) {
+            self.load_optimizer_and_scheduler(r)?;
+        }
+        if resumed.is_none() {
+            // `self.state.epoch = 0` comes after create_optimizer_and_scheduler.
+            self.state.epoch = Some(args::Num::Int(0));
+        }
+        let (epochs_trained, steps_trained_in_epoch) = match &resumed {
+            Some(_) => self.resume_position(nupe),
             None => (0, 0),
         };
+        if resumed.is_some() {
+            // HF's pass over the epochs already trained ("to get the random state of the
+            // dataloader at the right point"); the draws matter to a sampler seeded from the
+            // global generator when the resume is inside an epoch.
+            let how = self.resume_rules().skip_trained_epochs;
+            for _ in 0..epochs_trained {
+                self.rng.skip_trained_epoch(n, how);
+            }
+        }
         if let Some(es) = &self.sc.early_stopping {
             self.early_stopping_checks(es.patience)?;
         }
@@ -796,9 +890,17 @@ impl<'a> Trainer<'a> {
                 // dataloader, and the Trainer's first use of the batch fails on it.
                 return Err(HfError::new("TypeError", message));
             }
+            // A resumed epoch skips the batches already trained (`skip_first_batches`); before 5.3
+            // its updates are then cut from what is left (`resumed_updates_from_skip_point`).
+            let skip = if resumed_epoch { steps_trained_in_epoch.min(batches.len()) } else { 0 };
+            let rules = self.resume_rules();
+            let from_skip_point = skip > 0 && rules.resumed_updates_from_skip_point;
+            let source: &[Vec<usize>] = if from_skip_point { &batches[skip..] } else { &batches };
+            // HF's own `step` in the sync test restarts after the skip before 4.57.
+            let step_offset = if skip > 0 && rules.resumed_step_restarts { skip as i64 } else { 0 };
             // The batches of each optimizer update, as the version fetches them.
             let chunks: Vec<&[Vec<usize>]> = match p.ga_prefetch {
-                Prefetch::None => batches.chunks(1).collect(),
+                Prefetch::None => source.chunks(1).collect(),
                 Prefetch::ExamplesRemainder | Prefetch::BatchesRemainder => {
                     // 4.46-4.51 size the last chunk by the examples (`num_examples % GA`), 4.52+
                     // by the batches; a chunk past the end of the epoch takes what is left.
@@ -813,8 +915,8 @@ impl<'a> Trainer<'a> {
                     (0..total_updates)
                         .map(|u| {
                             let num = if u != total_updates - 1 { ga } else { remainder };
-                            let end = (at + num).min(batches.len());
-                            let c = &batches[at..end];
+                            let end = (at + num).min(source.len());
+                            let c = &source[at..end];
                             at = end;
                             c
                         })
@@ -828,36 +930,41 @@ impl<'a> Trainer<'a> {
                 GaLoss::GradsDivided => (1.0 / ga as f64, 1.0),
                 GaLoss::LogDivided => (1.0, 1.0 / ga as f64),
             };
-            // A resumed epoch skips the batches already trained (`skip_first_batches`; they end
-            // on an update boundary), then restores the rng state.
-            let mut chunks = chunks.into_iter().peekable();
-            if resumed_epoch && steps_trained_in_epoch > 0 {
-                let mut skipped = 0;
-                while skipped < steps_trained_in_epoch {
-                    match chunks.next() {
-                        Some(c) => skipped += c.len(),
-                        None => break,
+            // 5.3+ drop the updates already trained (`range(steps_trained // GA, ...)`): whole
+            // windows, since steps_trained is a multiple of GA. The rng state is restored at the
+            // first batch trained (`rng_to_sync`).
+            let mut chunks = chunks.into_iter();
+            let mut rng_to_sync = false;
+            if skip > 0 {
+                if !from_skip_point {
+                    let mut skipped = 0;
+                    while skipped < skip {
+                        match chunks.next() {
+                            Some(c) => skipped += c.len(),
+                            None => break,
+                        }
                     }
                 }
-                if skipped != steps_trained_in_epoch {
-                    return Err(HfError::not_modelled("resuming inside a gradient-accumulation window"));
-                }
-                step = steps_trained_in_epoch as i64 - 1;
-                total_batched += steps_trained_in_epoch;
-                if chunks.peek().is_some() {
-                    self.load_rng_state()?;
-                }
+                step = skip as i64 - 1;
+                total_batched += skip;
+                rng_to_sync = true;
             }
             'outer: for chunk in chunks {
                 for rows in chunk {
                     step += 1;
                     total_batched += 1;
+                    if rng_to_sync {
+                        self.load_rng_state()?;
+                        rng_to_sync = false;
+                    }
                     self.micro_step(rows, grad_scale, log_scale);
+                    // HF's `step` in its own sync test (restarted at the skip point before 4.57).
+                    let hf_step = step - step_offset;
                     let sync = if p.ga_sync_per_epoch {
-                        (step + 1) % ga as i64 == 0 || step + 1 == steps_in_epoch as i64
+                        (hf_step + 1) % ga as i64 == 0 || hf_step + 1 == steps_in_epoch as i64
                     } else {
                         // A global batch counter; a partial window carries into the next epoch.
-                        total_batched % ga == 0 || (steps_in_epoch <= ga && step + 1 == steps_in_epoch as i64)
+                        total_batched % ga == 0 || (steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64)
                     };
                     if sync {
                         (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
@@ -867,7 +974,7 @@ impl<'a> Trainer<'a> {
                     }
                 }
             }
-            if step < 0 {
+            if step - step_offset < 0 {
                 self.control.should_training_stop = true;
             }
             schedule::on_epoch_end(&self.args, self.state.epoch.map(|e| e.f()).unwrap_or(0.0), &mut self.control);
@@ -1448,6 +1555,10 @@ impl<'a> Trainer<'a> {
             }
         }
         let sorted = rotation::sort(&folders, self.profile.rotation);
+        if self.args.save_total_limit.is_some_and(|l| l > 0) {
+            // `_sorted_checkpoints` runs before the length test.
+            self.unguarded_best_check(&sorted)?;
+        }
         let del = rotation::plan(
             &sorted,
             self.args.save_total_limit,
@@ -1489,6 +1600,22 @@ impl<'a> Trainer<'a> {
                     self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
                 }
             }
+        }
+        // `checkpoints_sorted = self._sorted_checkpoints(use_mtime=False, ...)` at the end of
+        // every train() (whatever save_total_limit says).
+        {
+            let mut names: Vec<String> = std::fs::read_dir(self.output_abs())
+                .map(|rd| {
+                    rd.flatten()
+                        .filter(|e| e.path().is_dir())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with("checkpoint-"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            let sorted: Vec<String> = names.iter().map(|n| format!("{}/{n}", self.output_rel())).collect();
+            self.unguarded_best_check(&sorted)?;
         }
         // The save_total_limit=1 cleanup: every folder but the best goes.
         if let (Some(best), Some(1)) = (self.state.best.best_model_checkpoint.clone(), self.args.save_total_limit) {
@@ -1655,4 +1782,259 @@ pub fn numpy_mean_f32(xs: &[f32]) -> f32 {
         }
     }
     pairwise(xs) / xs.len() as f32
+}
+
+/// HF's exceptions for a checkpoint file cut short (a run killed while writing it), as the real
+/// HF of each profile raises them when `train(resume_from_checkpoint=...)` reads the file
+/// (tests/resume.rs truncates each file of a real checkpoint). Each function says `None` for
+/// damage whose exception is not modelled (the caller reports it as not implemented).
+mod damaged {
+    use crate::hf_error::HfError;
+    use crate::profile::ResumeBehaviors;
+    use crate::pyjson::PyJson;
+    use std::path::Path;
+
+    /// `torch.load` of a file cut short: empty, the unpickler's `EOFError` (its message is the
+    /// release's: pickle's "Ran out of input" or the weights-only unpickler's empty one); a zip
+    /// archive without its central directory (any cut past the first local header),
+    /// `RuntimeError` from `PytorchStreamReader`.
+    pub fn torch_load(path: &Path, empty_message: &str, zip_suffix: &str) -> Option<HfError> {
+        let bytes = std::fs::read(path).ok()?;
+        if bytes.is_empty() {
+            return Some(HfError::new("EOFError", empty_message));
+        }
+        // torch takes a file for a zip archive by its first four bytes; miniz then looks for
+        // the end-of-central-directory record in the last 64 KiB + 22 bytes.
+        let tail = &bytes[bytes.len().saturating_sub(65_557)..];
+        if bytes.starts_with(b"PK\x03\x04") && !tail.windows(4).any(|w| w == b"PK\x05\x06") {
+            return Some(HfError::new(
+                "RuntimeError",
+                format!("PytorchStreamReader failed reading zip archive: failed finding central directory{zip_suffix}"),
+            ));
+        }
+        None
+    }
+
+    /// `_load_from_checkpoint`'s read of the weights: `safetensors.torch.load_file` for
+    /// model.safetensors (a `SafetensorError` when the 8-byte header length or the header itself
+    /// is cut off), `torch.load` for pytorch_model.bin.
+    pub fn weights_load(path: &Path, rules: &ResumeBehaviors) -> Option<HfError> {
+        if path.file_name().is_some_and(|n| n == "pytorch_model.bin") {
+            return torch_load(path, rules.empty_weights_file_message, rules.zip_error_suffix);
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let (too_small, invalid_length) = rules.safetensors_header_errors;
+        let which = if bytes.len() < 8 {
+            too_small
+        } else {
+            let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+            // safetensors refuses a header over 100 MB first (HeaderTooLarge, not modelled).
+            if n > 100_000_000 || n.checked_add(8).is_none_or(|end| end <= bytes.len() as u64) {
+                return None;
+            }
+            invalid_length
+        };
+        Some(HfError::new("SafetensorError", format!("Error while deserializing header: {which}")))
+    }
+
+    /// `TrainerState.load_from_json`: `json.loads` of the text; `Err(Some(JSONDecodeError))`
+    /// where Python's decoder rejects it, with its message and position.
+    pub fn parse_trainer_state(text: &str) -> Result<PyJson, Option<HfError>> {
+        if let Some((msg, pos)) = py_json_error(text) {
+            let chars: Vec<char> = text.chars().collect();
+            let before = &chars[..pos.min(chars.len())];
+            let line = before.iter().filter(|c| **c == '\n').count() + 1;
+            let column = match before.iter().rposition(|c| *c == '\n') {
+                Some(nl) => pos - nl,
+                None => pos + 1,
+            };
+            return Err(Some(HfError::new("JSONDecodeError", format!("{msg}: line {line} column {column} (char {pos})"))));
+        }
+        crate::pyjson::loads(text).map_err(|_| None)
+    }
+
+    /// Where CPython 3.11's `json.loads` fails on `text` (message, character index), or None when
+    /// it parses. Follows `json.decoder` / `_json.c`: each error at the index Python reports
+    /// (an unterminated string at its opening quote, a missing delimiter where it should be).
+    pub fn py_json_error(text: &str) -> Option<(String, usize)> {
+        let c: Vec<char> = text.chars().collect();
+        let p = JsonScan { c: &c };
+        let start = p.ws(0);
+        match p.value(start, 0) {
+            Err(e) => Some(e),
+            Ok(end) => {
+                let end = p.ws(end);
+                (end != c.len()).then(|| ("Extra data".to_string(), end))
+            }
+        }
+    }
+
+    struct JsonScan<'a> {
+        c: &'a [char],
+    }
+
+    type Scan = Result<usize, (String, usize)>;
+
+    impl JsonScan<'_> {
+        fn at(&self, i: usize) -> Option<char> {
+            self.c.get(i).copied()
+        }
+        fn ws(&self, mut i: usize) -> usize {
+            while matches!(self.at(i), Some(' ' | '\t' | '\n' | '\r')) {
+                i += 1;
+            }
+            i
+        }
+        fn lit(&self, i: usize, word: &str) -> bool {
+            word.chars().enumerate().all(|(k, w)| self.at(i + k) == Some(w))
+        }
+        fn err(msg: &str, pos: usize) -> (String, usize) {
+            (msg.to_string(), pos)
+        }
+        fn value(&self, i: usize, depth: usize) -> Scan {
+            if depth > 900 {
+                return Err(Self::err("nesting too deep (not modelled)", i));
+            }
+            match self.at(i) {
+                Some('"') => self.string(i + 1),
+                Some('{') => self.object(i + 1, depth),
+                Some('[') => self.array(i + 1, depth),
+                Some('n') if self.lit(i, "null") => Ok(i + 4),
+                Some('t') if self.lit(i, "true") => Ok(i + 4),
+                Some('f') if self.lit(i, "false") => Ok(i + 5),
+                Some('N') if self.lit(i, "NaN") => Ok(i + 3),
+                Some('I') if self.lit(i, "Infinity") => Ok(i + 8),
+                Some('-') if self.lit(i, "-Infinity") => Ok(i + 9),
+                Some(ch) if ch == '-' || ch.is_ascii_digit() => self.number(i),
+                _ => Err(Self::err("Expecting value", i)),
+            }
+        }
+        /// `-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?`; a fraction or exponent without digits is not
+        /// part of the number.
+        fn number(&self, i: usize) -> Scan {
+            let digit = |k: usize| self.at(k).is_some_and(|ch| ch.is_ascii_digit());
+            let mut k = i;
+            if self.at(k) == Some('-') {
+                k += 1;
+            }
+            match self.at(k) {
+                Some('0') => k += 1,
+                Some('1'..='9') => {
+                    while digit(k) {
+                        k += 1;
+                    }
+                }
+                _ => return Err(Self::err("Expecting value", i)),
+            }
+            if self.at(k) == Some('.') && digit(k + 1) {
+                k += 1;
+                while digit(k) {
+                    k += 1;
+                }
+            }
+            if matches!(self.at(k), Some('e' | 'E')) {
+                let mut e = k + 1;
+                if matches!(self.at(e), Some('+' | '-')) {
+                    e += 1;
+                }
+                if digit(e) {
+                    while digit(e) {
+                        e += 1;
+                    }
+                    k = e;
+                }
+            }
+            Ok(k)
+        }
+        /// `i`: just past the opening quote.
+        fn string(&self, i: usize) -> Scan {
+            let begin = i - 1;
+            let mut k = i;
+            loop {
+                match self.at(k) {
+                    None => return Err(Self::err("Unterminated string starting at", begin)),
+                    Some('"') => return Ok(k + 1),
+                    Some('\\') => match self.at(k + 1) {
+                        None => return Err(Self::err("Unterminated string starting at", begin)),
+                        Some('u') => {
+                            let hex = (2..6).all(|d| self.at(k + d).is_some_and(|ch| ch.is_ascii_hexdigit()));
+                            if !hex {
+                                return Err(Self::err("Invalid \\uXXXX escape", k + 1));
+                            }
+                            k += 6;
+                        }
+                        Some('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't') => k += 2,
+                        Some(other) => return Err((format!("Invalid \\escape: {}", crate::hf_error::py_str_repr(&other.to_string())), k)),
+                    },
+                    Some(ch) if (ch as u32) < 0x20 => return Err(Self::err("Invalid control character at", k)),
+                    Some(_) => k += 1,
+                }
+            }
+        }
+        /// `i`: just past `{`.
+        fn object(&self, i: usize, depth: usize) -> Scan {
+            let mut k = self.ws(i);
+            match self.at(k) {
+                Some('}') => return Ok(k + 1),
+                Some('"') => {}
+                _ => return Err(Self::err("Expecting property name enclosed in double quotes", k)),
+            }
+            loop {
+                k = self.string(k + 1)?;
+                k = self.ws(k);
+                if self.at(k) != Some(':') {
+                    return Err(Self::err("Expecting ':' delimiter", k));
+                }
+                k = self.ws(k + 1);
+                k = self.value(k, depth + 1)?;
+                k = self.ws(k);
+                match self.at(k) {
+                    Some('}') => return Ok(k + 1),
+                    Some(',') => {}
+                    _ => return Err(Self::err("Expecting ',' delimiter", k)),
+                }
+                k = self.ws(k + 1);
+                if self.at(k) != Some('"') {
+                    return Err(Self::err("Expecting property name enclosed in double quotes", k));
+                }
+            }
+        }
+        /// `i`: just past `[`.
+        fn array(&self, i: usize, depth: usize) -> Scan {
+            let mut k = self.ws(i);
+            if self.at(k) == Some(']') {
+                return Ok(k + 1);
+            }
+            loop {
+                k = self.value(k, depth + 1)?;
+                k = self.ws(k);
+                match self.at(k) {
+                    Some(']') => return Ok(k + 1),
+                    Some(',') => k = self.ws(k + 1),
+                    _ => return Err(Self::err("Expecting ',' delimiter", k)),
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::py_json_error;
+
+        #[test]
+        fn python_json_error_positions() {
+            // Each checked with CPython 3.11's json.loads.
+            let e = |t: &str| py_json_error(t).map(|(m, p)| format!("{m} {p}"));
+            assert_eq!(e(""), Some("Expecting value 0".into()));
+            assert_eq!(e("{\n  \"a\": \"xy"), Some("Unterminated string starting at 9".into()));
+            assert_eq!(e("{\"a\": 1"), Some("Expecting ',' delimiter 7".into()));
+            assert_eq!(e("{\"a\": 1,"), Some("Expecting property name enclosed in double quotes 8".into()));
+            assert_eq!(e("{\"a\" 1}"), Some("Expecting ':' delimiter 5".into()));
+            assert_eq!(e("[1, 2."), Some("Expecting ',' delimiter 5".into()));
+            assert_eq!(e("{\"a\": [1, "), Some("Expecting value 10".into()));
+            assert_eq!(e("{\"a\": tru"), Some("Expecting value 6".into()));
+            assert_eq!(e("{} x"), Some("Extra data 3".into()));
+            assert_eq!(e("{\"a\": [1.5e3, -0, NaN, \"\\u00e9\"]}"), None);
+        }
+    }
 }
