@@ -350,14 +350,14 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
 /// `run_dir/output`; rewrites `result.json` with this run's outcome (HF's error for a missing
 /// or damaged checkpoint included).
 ///
-/// It follows transformers 5.24's `train` / `_inner_training_loop` resume path and is checked
-/// against real HF 5.24.0 (tests/resume.rs): weights from the checkpoint, trainer_state.json
-/// (a best folder that no longer exists is forgotten), optimizer and scheduler when both files
-/// exist, the rng state when `rng_state.pth` exists (at the epoch's start, or after
-/// fast-forwarding past the steps already trained in it), callback states not restored
-/// (`restore_callback_states_from_checkpoint` defaults to False), the training loss of this call
-/// only. Older releases' resume differences are issue 9's (contract v2 goldens); a sampler or
-/// scheduler whose resume is not modelled is reported as not implemented.
+/// It follows each release's `train` / `_inner_training_loop` resume path (where they differ,
+/// `ResumeBehaviors`) and is checked against the real HF of every profile (tests/resume.rs):
+/// weights from the checkpoint, trainer_state.json, optimizer and scheduler (AdamW, SGD,
+/// LambdaLR, ReduceLROnPlateau, GreedyLR) when both files exist, the pass over the epochs
+/// already trained, the rng state when `rng_state.pth` exists (at the epoch's start, or at the
+/// first batch after fast-forwarding), callback states not restored
+/// (`restore_callback_states_from_checkpoint` defaults to False), and HF's exceptions for
+/// missing or truncated files.
 pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, from: &ResumeFrom) -> Result<Vec<DiskEvent>, RunError> {
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
