@@ -113,6 +113,9 @@ pub struct Args {
     pub per_device_eval_batch_size: usize,
     pub gradient_accumulation_steps: usize,
     pub dataloader_drop_last: bool,
+    /// A resumed run does not skip the batches already trained in its epoch (it still starts
+    /// at the epoch the checkpoint is in).
+    pub ignore_data_skip: bool,
     pub learning_rate: f64,
     pub weight_decay: f64,
     pub adam_beta1: f64,
@@ -430,6 +433,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         per_device_eval_batch_size: int(&raw, "per_device_eval_batch_size")? as usize,
         gradient_accumulation_steps: int(&raw, "gradient_accumulation_steps")? as usize,
         dataloader_drop_last: raw.boolean("dataloader_drop_last"),
+        ignore_data_skip: raw.boolean("ignore_data_skip"),
         learning_rate: raw.num("learning_rate")?.f(),
         weight_decay: raw.num("weight_decay")?.f(),
         adam_beta1: raw.num("adam_beta1")?.f(),
@@ -468,13 +472,14 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
 /// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 30] = [
+pub const MODELLED: [&str; 31] = [
     "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
     "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
     "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
     "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
     "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
     "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
+    "ignore_data_skip",
 ];
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW

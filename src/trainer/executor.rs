@@ -843,10 +843,13 @@ impl<'a> Trainer<'a> {
             self.state.epoch = Some(args::Num::Int(0));
         }
         let (epochs_trained, steps_trained_in_epoch) = match &resumed {
+            // `ignore_data_skip`: the epochs already trained are still skipped, the batches
+            // already trained in the resumed epoch are not (it trains from its first batch).
+            Some(_) if self.args.ignore_data_skip => (self.resume_position(nupe).0, 0),
             Some(_) => self.resume_position(nupe),
             None => (0, 0),
         };
-        if resumed.is_some() {
+        if resumed.is_some() && !self.args.ignore_data_skip {
             // HF's pass over the epochs already trained ("to get the random state of the
             // dataloader at the right point"); the draws matter to a sampler seeded from the
             // global generator when the resume is inside an epoch.
