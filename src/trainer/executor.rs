@@ -456,7 +456,7 @@ fn run_inner(
     res
 }
 
-/// `logging_steps`, `eval_steps`, `save_steps` of a trainer_state.json (4.38+ record them).
+/// `logging_steps`, `eval_steps`, `save_steps` of a trainer_state.json (4.32+ record them).
 fn loaded_intervals(state: &PyJson) -> Option<Intervals> {
     let n = |k: &str| match state.get(k)? {
         PyJson::Int(i) => Some(args::Num::Int(*i as i64)),
@@ -626,7 +626,7 @@ impl<'a> Trainer<'a> {
         }
         st.max_steps = max_steps;
         st.num_train_epochs = num_train_epochs;
-        // HF's resumed run goes by the loaded state: where it records the intervals (4.38+),
+        // HF's resumed run goes by the loaded state: where it records the intervals (4.32+),
         // the checkpoint's logging/eval/save steps, whatever the new arguments say.
         match (self.profile.state_has_intervals, loaded_intervals(&json)) {
             (true, Some(mut iv)) => {
