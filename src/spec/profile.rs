@@ -433,9 +433,11 @@ behaviors! {
 
 behaviors! {
     /// How `train(resume_from_checkpoint=...)` treats a checkpoint folder, as HF's source has it
-    /// (`ckptspec inspect` reads it). A table of its own: scenario format v1 has no resume, so no
-    /// golden outcome can show these changes (tests/changes.rs checks [`Behaviors`] only); each
-    /// change was read in the releases on both sides of it.
+    /// (`ckptspec inspect` reads it). A table of its own: tests/changes.rs checks [`Behaviors`]
+    /// only, as some of these rows show in no golden outcome (the texts for damaged files that no
+    /// scenario cuts: tests/resume.rs's cases against each release's real HF found them); the
+    /// contract-v2 resume goldens show the others in CHANGES.md. Each change was read in the
+    /// releases on both sides of it.
     struct ResumeBehaviors;
     /// `train()` reads the checkpoint's `trainer_state.json` unconditionally (a missing one is
     /// `FileNotFoundError`); before, only when it exists (else the run restarts at step 0 with
@@ -791,7 +793,7 @@ pub fn render_table(per_release: bool) -> String {
         out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
         out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
     }
-    out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source; format v1 has no resume)\n\n");
+    out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source, checked by the resume goldens and tests/resume.rs)\n\n");
     for row in ResumeBehaviors::table() {
         let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
         out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
