@@ -66,7 +66,10 @@ pub struct Summary {
 /// never publishes such a save, it stays under its staging name, which HF never reads. So the
 /// golden without those folders is compared with the run directory without ckptspec's staging
 /// folders (both views are built beside the run directory, only where they differ from it).
-fn atomic_view(golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+///
+/// A folder without trainer_state.json because the scenario's `resume.damage` removed it is
+/// not a save HF left behind: both sides hold it, and it stays in the view.
+fn atomic_view(sc: &Scenario, golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
     let keep = (golden.to_path_buf(), run_dir.to_path_buf());
     if mode != SaveMode::Atomic {
         return Ok(keep);
@@ -79,6 +82,10 @@ fn atomic_view(golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(std::pa
     let partial: Vec<String> = folders(golden)
         .into_iter()
         .filter(|(n, p)| (n.starts_with("checkpoint-") || n.starts_with("tmp-checkpoint-")) && !p.join("trainer_state.json").is_file())
+        .filter(|(n, _)| {
+            let damaged = format!("output/{n}/trainer_state.json");
+            !sc.resume.iter().flat_map(|r| &r.damage).any(|d| d.path() == damaged)
+        })
         .map(|(n, _)| n)
         .collect();
     let staging: Vec<std::path::PathBuf> =
@@ -135,7 +142,7 @@ pub fn judge_with(sc: &Scenario, profile: &Profile, golden: &Path, work: &Path, 
     match runner::run_scenario_with(sc, profile, &run_dir, mode) {
         Err(RunError::NotImplemented(what)) => Cell::NotImplemented(what),
         Err(e) => Cell::Fail(format!("tool error: {e}")),
-        Ok(()) => match atomic_view(&expected, &run_dir, mode).and_then(|(e, a)| diff::compare_run_dirs(&e, &a).map_err(|x| x.to_string())) {
+        Ok(()) => match atomic_view(sc, &expected, &run_dir, mode).and_then(|(e, a)| diff::compare_run_dirs(&e, &a).map_err(|x| x.to_string())) {
             Err(e) => Cell::Fail(format!("diff error: {e}")),
             Ok(rep) => match rep.first() {
                 None => Cell::Pass,
