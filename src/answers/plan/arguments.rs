@@ -93,7 +93,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("do_predict", "read by HF's example scripts, not by the Trainer"),
     ("overwrite_output_dir", "read by HF's example scripts, not by the Trainer"),
     ("resume_from_checkpoint", "read by HF's example scripts; the Trainer resumes only through train(resume_from_checkpoint=...)"),
-    ("ignore_data_skip", "read only when resuming from a checkpoint"),
     ("restore_callback_states_from_checkpoint", "read only when resuming from a checkpoint"),
     ("enable_jit_checkpoint", "saves only when the process receives SIGTERM (a killed run), which a plan does not have"),
     ("save_on_each_node", "multi-node only (the plan assumes one node)"),
