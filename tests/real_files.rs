@@ -34,6 +34,12 @@ fn rust_written_files_load_in_real_torch_and_equal_the_golden_ones() {
         let out = tmp.path().join(v);
         for (_, sc) in &scenarios {
             ckptspec::runner::run_scenario(sc, &profile, &out.join(&sc.name)).unwrap();
+            // A file the scenario's resume.damage cut is the scenario's, not ours: not loaded.
+            for d in sc.resume.iter().flat_map(|r| &r.damage) {
+                if let ckptspec::scenario::Damage::Truncate { truncate, .. } = d {
+                    let _ = std::fs::remove_file(out.join(&sc.name).join(truncate));
+                }
+            }
         }
         let res = Command::new(&py)
             .arg(root.join("conformance/load_check.py"))
