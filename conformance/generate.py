@@ -477,6 +477,14 @@ def _load_json(path):
         return json.load(f)
 
 
+def _is_json(path):
+    try:
+        _load_json(path)
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
 # JSON fields of the float-math class (conformance/README.md): what HF computes in floating point.
 FLOAT_MATH_KEY = re.compile(r"^(loss|eval_loss|eval_.+_loss|train_loss|grad_norm|learning_rate|total_flos)$")
 
@@ -541,8 +549,14 @@ def diff_run_dirs(golden, fresh, loss_best=False):
         if p.endswith("/"):
             continue
         pa, pb = os.path.join(golden, p), os.path.join(fresh, p)
-        if p.endswith(".json"):
+        if p.endswith(".json") and _is_json(pa) and _is_json(pb):
             _diff_json(_load_json(pa), _load_json(pb), p, out, loss_best)
+        elif p.endswith(".json"):
+            # Not JSON on one side: a file the scenario's damage cut (an emptied trainer_state.json)
+            # or a broken write. Such files compare as bytes, exactly.
+            with open(pa, "rb") as x, open(pb, "rb") as y:
+                if x.read() != y.read():
+                    out.append(f"{p}: not JSON on {'both sides' if not (_is_json(pa) or _is_json(pb)) else 'one side'}, bytes differ")
         else:
             with open(pa, "rb") as x, open(pb, "rb") as y:
                 if x.read() != y.read():
