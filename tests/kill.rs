@@ -533,9 +533,8 @@ fn check_hf(r: &Reference, dir: &Path, how: How, t: &mut Tally) -> Result<bool, 
             }
             t.inspect_fallbacks += 1;
             let profile = Profile::get(HF).unwrap();
-            let rules = inspect::resume::ResumeRules::of(&profile);
             let expect = inspect::checkpoint::Expect { config: true, ..Default::default() };
-            entries.iter().filter(|n| !inspect::checkpoint::check(&out.join(n), &profile, expect, &rules).complete).cloned().collect()
+            entries.iter().filter(|n| !inspect::checkpoint::check(&out.join(n), &profile, expect).complete).cloned().collect()
         }
     };
     if flagged != incomplete {

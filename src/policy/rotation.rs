@@ -99,7 +99,31 @@ pub enum Protection {
     Bubble { guarded: bool },
 }
 
-/// The folders to delete after a save, oldest first.
+/// `_sorted_checkpoints`' protection of the best: the best is bubbled to second-to-last. It runs
+/// before `_rotate_checkpoints` compares the count with the limit, so the unguarded lookup
+/// (4.31-4.34) raises even when nothing would be deleted. The end of `train()` calls it too
+/// (whatever save_total_limit says).
+pub fn protect_best(sorted: &[String], best: Option<&str>, protection: Protection) -> Result<Vec<String>, HfError> {
+    let mut v = sorted.to_vec();
+    let Some(b) = best else { return Ok(v) };
+    let Protection::Bubble { guarded } = protection;
+    let nb = normalize(b);
+    match v.iter().position(|p| *p == nb) {
+        Some(i) => {
+            for j in i..v.len().saturating_sub(2) {
+                v.swap(j, j + 1);
+            }
+        }
+        None if !guarded => return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb)))),
+        None => {}
+    }
+    Ok(v)
+}
+
+/// `_rotate_checkpoints`: the folders to delete after a save, oldest first. Nothing when the
+/// limit is unset or not positive (HF returns before listing); otherwise the best is protected
+/// first (which may raise, see [`protect_best`]), then the oldest beyond the limit go, and
+/// `save_total_limit=1` keeps 2 when the best is not the newest.
 pub fn plan(
     sorted: &[String],
     limit: Option<i64>,
@@ -107,35 +131,12 @@ pub fn plan(
     protection: Protection,
 ) -> Result<Vec<String>, HfError> {
     let Some(limit) = limit.filter(|l| *l > 0) else { return Ok(vec![]) };
+    let v = protect_best(sorted, best, protection)?;
     let limit = limit as usize;
-    if sorted.len() <= limit {
+    if v.len() <= limit {
         return Ok(vec![]);
     }
-    match protection {
-        Protection::Bubble { guarded } => {
-            let mut v = sorted.to_vec();
-            if let Some(b) = best {
-                let nb = normalize(b);
-                match v.iter().position(|p| *p == nb) {
-                    Some(i) => {
-                        for j in i..v.len().saturating_sub(2) {
-                            v.swap(j, j + 1);
-                        }
-                    }
-                    None if !guarded => {
-                        return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb))))
-                    }
-                    None => {}
-                }
-            }
-            let mut keep = limit;
-            if let Some(b) = best {
-                if limit == 1 && v.last().map(String::as_str) != Some(b) {
-                    keep = 2;
-                }
-            }
-            let n = v.len().saturating_sub(keep);
-            Ok(v[..n].to_vec())
-        }
-    }
+    let keep = if limit == 1 && best.is_some_and(|b| v.last().map(String::as_str) != Some(b)) { 2 } else { limit };
+    let n = v.len().saturating_sub(keep);
+    Ok(v[..n].to_vec())
 }

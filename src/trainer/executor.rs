@@ -708,19 +708,6 @@ impl<'a> Trainer<'a> {
         (epochs_trained, steps_in_epoch)
     }
 
-    /// `_sorted_checkpoints` before 4.35 looks the best checkpoint up with an unguarded
-    /// `list.index`: a best folder that is gone (a resumed run's, whose state names a folder
-    /// deleted since) is Python's `ValueError`. Only the membership matters, not the order.
-    fn unguarded_best_check(&self, sorted: &[String]) -> Result<(), HfError> {
-        if let (rotation::Protection::Bubble { guarded: false }, Some(best)) = (self.profile.rotation_protection, &self.state.best.best_model_checkpoint) {
-            let nb = rotation::normalize(best);
-            if !sorted.iter().any(|p| *p == nb) {
-                return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb))));
-            }
-        }
-        Ok(())
-    }
-
     fn resume_rules(&self) -> crate::profile::ResumeBehaviors {
         self.profile.resume_rules()
     }
@@ -1558,10 +1545,6 @@ impl<'a> Trainer<'a> {
             }
         }
         let sorted = rotation::sort(&folders, self.profile.rotation);
-        if self.args.save_total_limit.is_some_and(|l| l > 0) {
-            // `_sorted_checkpoints` runs before the length test.
-            self.unguarded_best_check(&sorted)?;
-        }
         let del = rotation::plan(
             &sorted,
             self.args.save_total_limit,
@@ -1618,7 +1601,7 @@ impl<'a> Trainer<'a> {
                 .unwrap_or_default();
             names.sort();
             let sorted: Vec<String> = names.iter().map(|n| format!("{}/{n}", self.output_rel())).collect();
-            self.unguarded_best_check(&sorted)?;
+            rotation::protect_best(&sorted, self.state.best.best_model_checkpoint.as_deref(), self.profile.rotation_protection)?;
         }
         // The save_total_limit=1 cleanup: every folder but the best goes.
         if let (Some(best), Some(1)) = (self.state.best.best_model_checkpoint.clone(), self.args.save_total_limit) {

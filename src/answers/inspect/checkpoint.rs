@@ -150,7 +150,8 @@ pub fn state_fields(profile: &Profile) -> Vec<String> {
 }
 
 /// Checks one folder.
-pub fn check(dir: &Path, profile: &Profile, run_expect: Expect, resume: &super::resume::ResumeRules) -> Checkpoint {
+pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
+    let resume = profile.resume_rules();
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut c = Checkpoint {
         step: hf_step(&name),

@@ -255,7 +255,6 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     })?;
     let resolved = crate::profile::resolve(&hf_version).map_err(|e| format!("{}: written by transformers {hf_version}: {}", out.display(), e.replace("--hf version", "version")))?;
     let profile: &'static Profile = training_args::cached_profile(resolved.profile()).expect("resolve returns profiled versions");
-    let rules = resume::ResumeRules::of(profile);
 
     // Arguments: the newest checkpoint's training_args.bin, else the folder's.
     let run_args = args_files.iter().find_map(|(s, r)| r.as_ref().ok().map(|a| (s.clone(), a.clone())));
@@ -271,7 +270,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     };
 
     // Checkpoints, oldest first.
-    let mut checkpoints: Vec<Checkpoint> = ck_dirs.iter().rev().map(|(n, _)| checkpoint::check(&out.join(n), profile, run_expect, &rules)).collect();
+    let mut checkpoints: Vec<Checkpoint> = ck_dirs.iter().rev().map(|(n, _)| checkpoint::check(&out.join(n), profile, run_expect)).collect();
     checkpoints.sort_by_key(|c| c.step);
     for c in &checkpoints {
         if let Some(v) = &c.config_version {
@@ -474,7 +473,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
                 let folder = b.trim_end_matches('/').rsplit('/').next().unwrap_or(b).to_string();
                 if !out.join(&folder).is_dir() {
                     let limit = kwargs.get("save_total_limit").and_then(J::as_i64);
-                    let (fails, warns) = resume::missing_best_consequences(profile, rules, &folder, limit, load_best);
+                    let (fails, warns) = resume::missing_best_consequences(profile, &folder, limit, load_best);
                     if hf_own_best(&folder) {
                         // HF itself left the pointer (see the best section): said, not counted.
                         warnings.extend(fails.into_iter().map(|f| format!("resuming from {} fails: {f} (HF's own pointer; the run itself ended this way)", c.name)));

@@ -21,26 +21,12 @@
 use crate::profile::Profile;
 use crate::rotation::Protection;
 
-/// The resume table's values for one release.
-#[derive(Debug, Clone, Copy)]
-pub struct ResumeRules {
-    pub requires_trainer_state: bool,
-    pub drops_missing_best: bool,
-}
-
-impl ResumeRules {
-    pub fn of(profile: &Profile) -> ResumeRules {
-        let b = profile.resume_rules();
-        ResumeRules { requires_trainer_state: b.requires_trainer_state, drops_missing_best: b.drops_missing_best }
-    }
-}
-
 pub use crate::rotation::last_checkpoint;
 
 /// What a missing best folder does to a resume of this release with these arguments.
-pub fn missing_best_consequences(profile: &Profile, rules: ResumeRules, best: &str, save_total_limit: Option<i64>, load_best: bool) -> (Vec<String>, Vec<String>) {
+pub fn missing_best_consequences(profile: &Profile, best: &str, save_total_limit: Option<i64>, load_best: bool) -> (Vec<String>, Vec<String>) {
     let (mut fails, mut warns) = (vec![], vec![]);
-    if rules.drops_missing_best {
+    if profile.resume_rules().drops_missing_best {
         warns.push(format!("{} drops the missing best {best} when it resumes (it warns) and tracks the best afresh", profile.version));
         return (fails, warns);
     }
