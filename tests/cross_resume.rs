@@ -17,7 +17,8 @@ use ckptspec::profile::{self, Profile};
 use ckptspec::scenario::Scenario;
 use ckptspec::trainer::{self, Phase, SaveMode};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
 
 fn profiles() -> Vec<&'static str> {
     match std::env::var("CKPTSPEC_REAL_PROFILES").ok().filter(|s| !s.trim().is_empty()) {
@@ -27,39 +28,11 @@ fn profiles() -> Vec<&'static str> {
     }
 }
 
-fn python(root: &Path, v: &str) -> PathBuf {
-    if v == profile::newest() {
-        root.join(".venv/bin/python")
-    } else {
-        root.join(format!(".venv-hf-{v}/bin/python"))
-    }
-}
-
 /// One python process runs every (scenario file, run dir, phase) job of a profile, in order.
 fn hf(py: &Path, root: &Path, jobs: &[(PathBuf, PathBuf, &str)], work: &Path, tag: &str) {
     let list: Vec<serde_json::Value> =
         jobs.iter().map(|(sc, dir, phase)| serde_json::json!({"sc": sc, "dir": dir, "phase": phase})).collect();
-    let script = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import generate as g
-world = g.hf_world()
-v = world["transformers"].__version__
-for job in json.load(open(sys.argv[2])):
-    g.run_scenario(g.load_scenario(job["sc"]), world, v, job["dir"], phase=job["phase"])
-"#;
-    let jobs_file = work.join(format!("jobs-{tag}.json"));
-    std::fs::write(&jobs_file, serde_json::to_string(&list).unwrap()).unwrap();
-    let out = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .arg(root.join("conformance"))
-        .arg(&jobs_file)
-        .env("PYTHONWARNINGS", "ignore")
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "HF runs failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    common::run_hf_jobs(py, root, &list, &work.join(format!("jobs-{tag}.json")));
 }
 
 #[test]
@@ -70,8 +43,7 @@ fn every_resume_scenario_cross_resumes_both_ways_for_the_real_profiles() {
     assert!(resumes.len() >= 40, "the catalogue has {} resume scenarios", resumes.len());
     let mut bad = vec![];
     for v in profiles() {
-        let py = python(root, v);
-        assert!(py.exists(), "{} is missing: `./dev test` creates the oldest and newest profiles' venvs, `./dev venvs` every one", py.display());
+        let py = common::hf_python(root, v);
         let profile = Profile::get(v).unwrap();
         let golden = root.join("golden").join(format!("hf-{v}"));
         let work = tempfile::tempdir_in(ckptspec::runner::scratch_root()).unwrap();

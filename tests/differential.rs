@@ -240,9 +240,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
         println!("{note}");
     }
     let hf = resolved.profile();
-    let venv = if hf == ckptspec::profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{hf}")) };
-    let python = std::env::var("CKPTSPEC_PYTHON").map(PathBuf::from).unwrap_or_else(|_| venv.join("bin/python"));
-    assert!(python.exists(), "{}: no python with transformers {hf} (`./dev venvs`, or set CKPTSPEC_PYTHON)", python.display());
+    let python = common::hf_python(&root, hf);
 
     let voc = vocabulary(&root);
     let profile = Profile::get(hf).unwrap();

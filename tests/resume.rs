@@ -13,7 +13,8 @@ use ckptspec::profile::{self, Profile};
 use ckptspec::scenario::Scenario;
 use ckptspec::trainer::{self, ResumeFrom, SaveMode};
 use std::path::Path;
-use std::process::Command;
+
+mod common;
 
 /// A case: a scenario's first run, damage applied to its run directory, then the resume.
 struct Case {
@@ -157,26 +158,7 @@ fn hf(py: &Path, root: &Path, jobs: &[(String, std::path::PathBuf, Option<&str>)
         .iter()
         .map(|(sc, dir, resume)| serde_json::json!({"sc": serde_json::from_str::<serde_json::Value>(sc).unwrap(), "dir": dir, "resume": resume}))
         .collect();
-    let script = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import generate as g
-world = g.hf_world()
-v = world["transformers"].__version__
-for job in json.load(open(sys.argv[2])):
-    g.run_scenario(job["sc"], world, v, job["dir"], resume=job["resume"])
-"#;
-    let jobs_file = jobs[0].1.parent().unwrap().join(format!("jobs-{}.json", jobs.len()));
-    std::fs::write(&jobs_file, serde_json::to_string(&list).unwrap()).unwrap();
-    let out = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .arg(root.join("conformance"))
-        .arg(&jobs_file)
-        .env("PYTHONWARNINGS", "ignore")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "HF runs failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    common::run_hf_jobs(py, root, &list, &jobs[0].1.parent().unwrap().join(format!("jobs-{}.json", jobs.len())));
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -214,8 +196,7 @@ fn resume_and_cross_resume_agree_with_real_hf() {
 }
 
 fn check_profile(root: &Path, v: &str) {
-    let py = if v == profile::newest() { root.join(".venv/bin/python") } else { root.join(format!(".venv-hf-{v}/bin/python")) };
-    assert!(py.exists(), "{} is missing: `./dev test` creates the newest profile's, `./dev venvs` every one", py.display());
+    let py = common::hf_python(root, v);
     let profile = Profile::get(v).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let cases = cases(&profile);

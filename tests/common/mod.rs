@@ -23,3 +23,47 @@ impl Rng {
         &v[self.below(v.len())]
     }
 }
+
+use std::path::{Path, PathBuf};
+
+/// The python of a profile's venv (`.venv` for the newest, `.venv-hf-V` for the others;
+/// `./dev venvs` makes them all). `CKPTSPEC_PYTHON` overrides it.
+#[allow(dead_code)]
+pub fn hf_python(root: &Path, v: &str) -> PathBuf {
+    if let Ok(p) = std::env::var("CKPTSPEC_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = if v == ckptspec::profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{v}")) };
+    let py = venv.join("bin/python");
+    assert!(py.exists(), "{}: no python with transformers {v} (`./dev venvs` makes every profile's venv, or set CKPTSPEC_PYTHON)", py.display());
+    py
+}
+
+/// One python process runs the generator's `run_scenario` for every job, in order, with the
+/// real HF of `py`. A job is `{"sc": <scenario file path or scenario object>, "dir": <run dir>,
+/// "phase": "all"|"first"|"second" (optional), "resume": <checkpoint> (optional)}`; the jobs
+/// file is written to `jobs_file`. Panics with HF's stderr when the process fails.
+#[allow(dead_code)]
+pub fn run_hf_jobs(py: &Path, root: &Path, jobs: &[serde_json::Value], jobs_file: &Path) {
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import generate as g
+world = g.hf_world()
+v = world["transformers"].__version__
+for job in json.load(open(sys.argv[2])):
+    sc = g.load_scenario(job["sc"]) if isinstance(job["sc"], str) else job["sc"]
+    g.run_scenario(sc, world, v, job["dir"], resume=job.get("resume"), phase=job.get("phase", "all"))
+"#;
+    std::fs::write(jobs_file, serde_json::to_string(jobs).unwrap()).unwrap();
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .arg(root.join("conformance"))
+        .arg(jobs_file)
+        .env("PYTHONWARNINGS", "ignore")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "HF runs failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
