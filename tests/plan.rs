@@ -8,8 +8,6 @@ use ckptspec::pyjson::{self, PyJson};
 use ckptspec::scenario::Scenario;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -166,50 +164,41 @@ fn every_golden_scenario_is_predicted_by_its_plan_with_the_golden_metrics() {
     println!("plan vs golden: {} resume scenarios not planned (two Trainers)", resumes.len());
     let versions = profile::supported();
     let work = tempfile::tempdir().unwrap();
-    let next = AtomicUsize::new(0);
-    let failures: Mutex<Vec<String>> = Mutex::new(vec![]);
-    let covered = AtomicUsize::new(0);
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= versions.len() {
-                    break;
-                }
-                let v = versions[k];
-                let p = Profile::get(v).unwrap();
-                let state_file = work.path().join(format!("{v}-trainer_state.json"));
-                for (path, sc) in &scenarios {
-                    let golden = root().join("golden").join(format!("hf-{v}")).join(&sc.name);
-                    let Ok(result) = pyjson::read_file(golden.join("result.json")) else {
-                        failures.lock().unwrap().push(format!("{} @ {v}: no golden folder", sc.name));
-                        continue;
-                    };
-                    // The golden state, as a trainer_state.json (what save_state() writes).
-                    let state = match result.get("final_state") {
-                        Some(st @ PyJson::Dict(_)) => st.clone(),
-                        _ => PyJson::Dict(vec![("log_history".into(), PyJson::List(vec![]))]),
-                    };
-                    pyjson::write_file(&state_file, &state, &pyjson::DumpOptions { indent: Some(2), sort_keys: true, ..Default::default() }, false)
-                        .unwrap();
-                    let o = Options { metrics_from: Some(state_file.clone()), ..opts(path) };
-                    let cfg = Config::load(path).unwrap();
-                    let req = Request::new(&cfg, &o).unwrap();
-                    let bad = match plan::plan_version(&cfg, &req, &p, v) {
-                        Ok(vp) => judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath),
-                        Err(e) => vec![format!("tool error: {e}")],
-                    };
-                    covered.fetch_add(1, Ordering::Relaxed);
-                    if !bad.is_empty() {
-                        failures.lock().unwrap().push(format!("{} @ {v}:\n  {}", sc.name, bad.join("\n  ")));
-                    }
-                }
-            });
+    // One job per profile (its own state file): (golden folders covered, failures).
+    let per_profile = ckptspec::par::map(versions.len(), jobs, |k| {
+        let v = versions[k];
+        let p = Profile::get(v).unwrap();
+        let state_file = work.path().join(format!("{v}-trainer_state.json"));
+        let (mut covered, mut failures) = (0usize, vec![]);
+        for (path, sc) in &scenarios {
+            let golden = root().join("golden").join(format!("hf-{v}")).join(&sc.name);
+            let Ok(result) = pyjson::read_file(golden.join("result.json")) else {
+                failures.push(format!("{} @ {v}: no golden folder", sc.name));
+                continue;
+            };
+            // The golden state, as a trainer_state.json (what save_state() writes).
+            let state = match result.get("final_state") {
+                Some(st @ PyJson::Dict(_)) => st.clone(),
+                _ => PyJson::Dict(vec![("log_history".into(), PyJson::List(vec![]))]),
+            };
+            pyjson::write_file(&state_file, &state, &pyjson::DumpOptions { indent: Some(2), sort_keys: true, ..Default::default() }, false).unwrap();
+            let o = Options { metrics_from: Some(state_file.clone()), ..opts(path) };
+            let cfg = Config::load(path).unwrap();
+            let req = Request::new(&cfg, &o).unwrap();
+            let bad = match plan::plan_version(&cfg, &req, &p, v) {
+                Ok(vp) => judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath),
+                Err(e) => vec![format!("tool error: {e}")],
+            };
+            covered += 1;
+            if !bad.is_empty() {
+                failures.push(format!("{} @ {v}:\n  {}", sc.name, bad.join("\n  ")));
+            }
         }
+        (covered, failures)
     });
-    let failures = failures.into_inner().unwrap();
-    let n = covered.into_inner();
+    let n: usize = per_profile.iter().map(|(c, _)| c).sum();
+    let failures: Vec<String> = per_profile.into_iter().flat_map(|(_, f)| f).collect();
     println!("plan vs golden: {n} golden folders covered ({} scenarios x {} profiles), {} differ, {:.1}s", scenarios.len(), versions.len(), failures.len(), started.elapsed().as_secs_f64());
     assert_eq!(n, scenarios.len() * versions.len(), "every scenario of every profile has a golden folder");
     assert!(failures.is_empty(), "{} plans differ from HF:\n{}", failures.len(), failures.join("\n"));
