@@ -2,9 +2,11 @@
 //! change the profile table declares is visible in the real HF's goldens: at each boundary
 //! between two adjacent profiles where a behavior changes value, at least one scenario's golden
 //! outcome differs (so the catalogue reaches every change point, and the table claims no change
-//! the real HF does not show).
+//! the real HF does not show). The resume table's changes must show in a resume scenario's
+//! golden (contract v2), since only a resumed run can reach them.
 use ckptspec::changes;
-use ckptspec::profile::{self, Behaviors, Version};
+use ckptspec::profile::{self, Behaviors, ResumeBehaviors, Version};
+use ckptspec::scenario::Scenario;
 use std::path::Path;
 
 #[test]
@@ -24,17 +26,34 @@ fn every_declared_change_shows_in_the_goldens() {
     let hs = changes::histories(&root.join("golden"), &root.join("conformance/scenarios")).unwrap();
     let versions = profile::supported();
     let rows = Behaviors::table();
+    let resume_rows = ResumeBehaviors::table();
+    let resumed: Vec<String> = Scenario::load_dir(&root.join("conformance/scenarios"))
+        .unwrap()
+        .into_iter()
+        .filter(|(_, s)| s.resume.is_some())
+        .map(|(_, s)| s.name)
+        .collect();
+    assert!(resumed.len() >= 40, "{} resume scenarios", resumed.len());
     let mut unseen = vec![];
     for w in versions.windows(2) {
         let (a, b) = (Version::parse(w[0]).unwrap(), Version::parse(w[1]).unwrap());
         let changed: Vec<&str> =
             rows.iter().filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b)).map(|r| r.name).collect();
-        if changed.is_empty() {
-            continue;
-        }
-        let shown = hs.iter().any(|h| h.runs.iter().skip(1).any(|(start, _)| start == w[1]));
-        if !shown {
+        let shown = |resumed_only: bool| {
+            hs.iter()
+                .filter(|h| !resumed_only || resumed.contains(&h.name))
+                .any(|h| h.runs.iter().skip(1).any(|(start, _)| start == w[1]))
+        };
+        if !changed.is_empty() && !shown(false) {
             unseen.push(format!("{} -> {}: {}", w[0], w[1], changed.join(", ")));
+        }
+        let changed: Vec<&str> = resume_rows
+            .iter()
+            .filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b))
+            .map(|r| r.name)
+            .collect();
+        if !changed.is_empty() && !shown(true) {
+            unseen.push(format!("{} -> {} (resume table, no resume scenario shows it): {}", w[0], w[1], changed.join(", ")));
         }
     }
     assert!(
