@@ -99,8 +99,6 @@ fn checkpoint_name(p: &str) -> Option<String> {
     step_of(p).map(|s| format!("checkpoint-{s}"))
 }
 
-/// The view of a run directory (`result.json` + `output/`). `title` heads it (e.g.
-/// `"best-epoch-strategy @ HF 5.24.0"`).
 /// The header of a view whose saves and deletions come from the executor's own record.
 pub const TRACED_HEADER: &str = "\
 Logs and evaluations from final_state.log_history; saves, deletions (and the rule that deleted)
@@ -108,6 +106,8 @@ and the best right after each save come from the Rust reference trainer run on t
 scenario, whose run directory equals this one (tests/conformance.rs). Runtimes and throughputs
 are omitted; float-math values (losses, lr, grad_norm, best_metric) are rounded to 5 significant digits.";
 
+/// The view of a run directory (`result.json` + `output/`). `title` heads it (e.g.
+/// `"best-epoch-strategy @ HF 5.24.0"`).
 pub fn run_dir_view(run_dir: &Path, title: &str) -> Result<String, String> {
     view(run_dir, title, None)
 }
@@ -126,6 +126,24 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
         writeln!(s, "# {line}").unwrap();
     }
     writeln!(s).unwrap();
+
+    // Contract v2: a resumed scenario's first run, in one line; the rest is the resumed run's
+    // (its state carries on the log history of the checkpoint it resumed from).
+    if let Some(first) = result.get("first") {
+        let err = match first.get("error") {
+            Some(PyJson::Null) | None => "none".to_string(),
+            Some(e) => format!("{}: {}", short_str(e.get("type")), short_str(e.get("message"))),
+        };
+        let st = first.get("final_state");
+        writeln!(
+            s,
+            "first run: error: {err}; stopped at global_step={} of max_steps={}",
+            short(st.and_then(|st| st.get("global_step"))),
+            short(st.and_then(|st| st.get("max_steps")))
+        )
+        .unwrap();
+        writeln!(s, "then train(resume_from_checkpoint=...); from here on, the resumed run:").unwrap();
+    }
 
     // The outcome.
     match result.get("error") {
@@ -232,12 +250,16 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
         Some(_) => BTreeSet::new(),
         None => left.keys().copied().chain(named.iter().copied()).collect(),
     };
+    // After a resume, the second Trainer's saves and deletions say so: both runs may write the
+    // same checkpoint-N.
+    let mut resumed = "";
     for ev in events.unwrap_or(&[]) {
         use crate::trainer::DiskEvent;
         match ev {
+            DiskEvent::Resumed => resumed = " (resumed run)",
             DiskEvent::Saved { step, folder, best } => {
                 let slot = at.entry(*step).or_default();
-                slot.lines.push(format!("{:<10}{folder}", "save"));
+                slot.lines.push(format!("{:<10}{folder}{resumed}", "save"));
                 let opt = |v: Option<PyJson>| v.unwrap_or(PyJson::Null);
                 let mut d = vec![
                     ("best_metric".to_string(), opt(best.best_metric.clone())),
@@ -253,7 +275,7 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
                 prev_best = b;
             }
             DiskEvent::Deleted { step, folder, why } => {
-                at.entry(*step).or_default().lines.push(format!("{:<10}{folder} ({why})", "delete"));
+                at.entry(*step).or_default().lines.push(format!("{:<10}{folder} ({why}){resumed}", "delete"));
             }
         }
     }

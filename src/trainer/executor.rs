@@ -248,6 +248,9 @@ pub enum DiskEvent {
     Saved { step: u64, folder: String, best: crate::best::Best },
     /// A folder deleted at `step`, and by which rule.
     Deleted { step: u64, folder: String, why: DeleteRule },
+    /// Contract v2: the first run ended (and the scenario's damage was applied); the events after
+    /// this are the second Trainer's, `train(resume_from_checkpoint=...)`.
+    Resumed,
 }
 
 /// Why the executor deleted a checkpoint folder.
@@ -338,7 +341,7 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
     let second = Scenario { args: r.args_over(&sc.args), ..sc.clone() };
     let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
     let mut state_out: Option<PyJson> = None;
-    let mut more = vec![];
+    let mut more = vec![DiskEvent::Resumed];
     let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut more);
     events.extend(more);
     write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
@@ -449,7 +452,7 @@ fn run_inner(
         Ok(())
     });
     *state_out = Some(t.state.to_json(profile));
-    *events = std::mem::take(&mut t.events);
+    events.append(&mut t.events);
     if let (Some(feed), Some(done)) = (plan, t.plan.take()) {
         *feed = done;
     }

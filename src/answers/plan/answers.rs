@@ -330,6 +330,8 @@ fn timeline_events(
                 d.insert("rule".into(), Value::String(why.to_string()));
                 at.entry(*step).or_default().1.push(Event { step: Some(*step), kind: "delete", details: d });
             }
+            // A plan is of one train() call (resume scenarios are not planned).
+            DiskEvent::Resumed => {}
         }
     }
     let mut events: Vec<Event> = at.into_values().flat_map(|(a, b)| a.into_iter().chain(b)).collect();
