@@ -477,12 +477,15 @@ def _load_json(path):
         return json.load(f)
 
 
-def _is_json(path):
+_NOT_JSON = object()
+
+
+def _json_or_not(path):
+    """The parsed file, or _NOT_JSON when it does not parse."""
     try:
-        _load_json(path)
-        return True
+        return _load_json(path)
     except (ValueError, UnicodeDecodeError):
-        return False
+        return _NOT_JSON
 
 
 # JSON fields of the float-math class (conformance/README.md): what HF computes in floating point.
@@ -549,14 +552,17 @@ def diff_run_dirs(golden, fresh, loss_best=False):
         if p.endswith("/"):
             continue
         pa, pb = os.path.join(golden, p), os.path.join(fresh, p)
-        if p.endswith(".json") and _is_json(pa) and _is_json(pb):
-            _diff_json(_load_json(pa), _load_json(pb), p, out, loss_best)
+        ja = jb = _NOT_JSON
+        if p.endswith(".json"):
+            ja, jb = _json_or_not(pa), _json_or_not(pb)
+        if ja is not _NOT_JSON and jb is not _NOT_JSON:
+            _diff_json(ja, jb, p, out, loss_best)
         elif p.endswith(".json"):
-            # Not JSON on one side: a file the scenario's damage cut (an emptied trainer_state.json)
+            # Not JSON on a side: a file the scenario's damage cut (an emptied trainer_state.json)
             # or a broken write. Such files compare as bytes, exactly.
             with open(pa, "rb") as x, open(pb, "rb") as y:
                 if x.read() != y.read():
-                    out.append(f"{p}: not JSON on {'both sides' if not (_is_json(pa) or _is_json(pb)) else 'one side'}, bytes differ")
+                    out.append(f"{p}: not JSON on {'both sides' if ja is jb else 'one side'}, bytes differ")
         else:
             with open(pa, "rb") as x, open(pb, "rb") as y:
                 if x.read() != y.read():
