@@ -117,6 +117,14 @@ pub fn run_dir_view_traced(run_dir: &Path, title: &str, events: &[crate::trainer
     view(run_dir, title, Some(events))
 }
 
+/// A run's error as one line, `Type: message`, or `none` (both runs of a resumed scenario).
+fn error_text(error: Option<&PyJson>) -> String {
+    match error {
+        Some(PyJson::Null) | None => "none".to_string(),
+        Some(e) => format!("{}: {}", short_str(e.get("type")), short_str(e.get("message"))),
+    }
+}
+
 fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]>) -> Result<String, String> {
     let result = pyjson::read_file(run_dir.join("result.json")).map_err(|e| e.to_string())?;
     let out = run_dir.join("output");
@@ -130,10 +138,7 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
     // Contract v2: a resumed scenario's first run, in one line; the rest is the resumed run's
     // (its state carries on the log history of the checkpoint it resumed from).
     if let Some(first) = result.get("first") {
-        let err = match first.get("error") {
-            Some(PyJson::Null) | None => "none".to_string(),
-            Some(e) => format!("{}: {}", short_str(e.get("type")), short_str(e.get("message"))),
-        };
+        let err = error_text(first.get("error"));
         let st = first.get("final_state");
         writeln!(
             s,
@@ -146,10 +151,7 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
     }
 
     // The outcome.
-    match result.get("error") {
-        Some(PyJson::Null) | None => writeln!(s, "error: none").unwrap(),
-        Some(e) => writeln!(s, "error: {}: {}", short_str(e.get("type")), short_str(e.get("message"))).unwrap(),
-    }
+    writeln!(s, "error: {}", error_text(result.get("error"))).unwrap();
     let state = match result.get("final_state") {
         Some(PyJson::Null) | None => {
             writeln!(s, "final_state: null (no Trainer was built)").unwrap();
