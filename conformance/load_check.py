@@ -118,7 +118,7 @@ def main():
     names = names or sorted(os.listdir(ours_root))
     problems, files = [], 0
     for name in names:
-        o_out, g_out = os.path.join(ours_root, name, "output"), os.path.join(golden_root, name, "output")
+        g_out = os.path.join(golden_root, name, "output")
         if not os.path.isdir(g_out):
             continue
         for dp, _, fns in os.walk(g_out):
@@ -126,17 +126,18 @@ def main():
                 if fn.endswith(".json"):
                     continue  # JSON is compared by the Rust diff; this checks what torch reads
                 g = os.path.join(dp, fn)
-                if os.path.normpath(os.path.join(name, os.path.relpath(g, os.path.join(golden_root, name)))) in skip:
+                rel = os.path.relpath(g, os.path.join(golden_root, name))  # output/... in the run dir
+                if os.path.normpath(os.path.join(name, rel)) in skip:
                     continue
-                o = os.path.join(o_out, os.path.relpath(g, g_out))
+                o = os.path.join(ours_root, name, rel)
                 files += 1
                 try:
                     lo = load(o)
                 except Exception as e:  # noqa: BLE001 - any failure to load is the finding
-                    problems.append(f"{name}/{os.path.relpath(o, os.path.join(ours_root, name))}: does not load: {type(e).__name__}: {e}")
+                    problems.append(f"{name}/{rel}: does not load: {type(e).__name__}: {e}")
                     continue
                 out = []
-                same(load(g), lo, f"{name}/{os.path.relpath(g, golden_root + '/' + name)}", out)
+                same(load(g), lo, f"{name}/{rel}", out)
                 problems.extend(out)
     for p in problems:
         print(p)

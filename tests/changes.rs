@@ -20,6 +20,11 @@ fn changes_page_is_current() {
     );
 }
 
+/// The rows of a table whose value differs between releases `a` and `b`.
+fn changed_rows(rows: &[profile::Row], a: Version, b: Version) -> Vec<&'static str> {
+    rows.iter().filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b)).map(|r| r.name).collect()
+}
+
 #[test]
 fn every_declared_change_shows_in_the_goldens() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -37,8 +42,7 @@ fn every_declared_change_shows_in_the_goldens() {
     let mut unseen = vec![];
     for w in versions.windows(2) {
         let (a, b) = (Version::parse(w[0]).unwrap(), Version::parse(w[1]).unwrap());
-        let changed: Vec<&str> =
-            rows.iter().filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b)).map(|r| r.name).collect();
+        let changed = changed_rows(&rows, a, b);
         let shown = |resumed_only: bool| {
             hs.iter()
                 .filter(|h| !resumed_only || resumed.contains(&h.name))
@@ -47,11 +51,7 @@ fn every_declared_change_shows_in_the_goldens() {
         if !changed.is_empty() && !shown(false) {
             unseen.push(format!("{} -> {}: {}", w[0], w[1], changed.join(", ")));
         }
-        let changed: Vec<&str> = resume_rows
-            .iter()
-            .filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b))
-            .map(|r| r.name)
-            .collect();
+        let changed = changed_rows(&resume_rows, a, b);
         if !changed.is_empty() && !shown(true) {
             unseen.push(format!("{} -> {} (resume table, no resume scenario shows it): {}", w[0], w[1], changed.join(", ")));
         }

@@ -341,9 +341,8 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
     let second = Scenario { args: r.args_over(&sc.args), ..sc.clone() };
     let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
     let mut state_out: Option<PyJson> = None;
-    let mut more = vec![DiskEvent::Resumed];
-    let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut more);
-    events.extend(more);
+    events.push(DiskEvent::Resumed);
+    let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut events);
     write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
     Ok(events)
 }
