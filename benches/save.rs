@@ -1,5 +1,5 @@
 //! `cargo bench --bench save`: how long one HF-layout checkpoint takes to write with
-//! `ckptspec::fastsave`, for P float32 parameters with AdamW state (P in 1M, 10M, 100M):
+//! `ckptspec::save::fastsave`, for P float32 parameters with AdamW state (P in 1M, 10M, 100M):
 //!
 //! * `save/checkpoint/P`: the whole `checkpoint-N/` folder (model.safetensors, optimizer.pt,
 //!   scheduler.pt, rng_state.pth, trainer_state.json, training_args.bin, config.json);
@@ -16,7 +16,8 @@
 //! (default `target/bench-save`, on the same disk as the repository). torch threads are pinned
 //! to 1 (`tch::set_num_threads(1)`); fastsave itself uses 2 writer threads.
 //! See README "Save speed" for how long it takes and what it measures.
-use ckptspec::fastsave::{self, Mlp, SaveOptions};
+use ckptspec::save::bench_model::{self, Mlp};
+use ckptspec::save::fastsave::{self, SaveOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -60,7 +61,7 @@ fn run_group(c: &mut Criterion, group_name: &str, device: tch::Device) {
     let mut g = c.benchmark_group(group_name);
     g.sample_size(10).sampling_mode(SamplingMode::Flat);
     for (label, p) in sizes() {
-        let (h, l) = fastsave::mlp_shape(p);
+        let (h, l) = bench_model::mlp_shape(p);
         let mlp = Mlp::new(h, l, device);
         let dir = root.join(format!("checkpoint-{label}"));
         let (warm, measure) = if p >= 50_000_000 { (1, 4) } else { (1, 2) };

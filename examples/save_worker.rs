@@ -22,9 +22,10 @@
 //! Times are measured here around the call (like `_save_checkpoint` on the Python side); the
 //! driver deletes DIR and syncs between commands. `hwm_delta` is VmHWM after the save minus
 //! VmRSS before it (VmHWM reset with /proc/self/clear_refs first).
-use ckptspec::atomic;
-use ckptspec::fastsave::{self, Mlp, SaveOptions, Snapshot};
-use ckptspec::{safetensors as st, torch_format as tf};
+use ckptspec::formats::{safetensors as st, torch_format as tf};
+use ckptspec::save::atomic;
+use ckptspec::save::bench_model::{self, Mlp};
+use ckptspec::save::fastsave::{self, SaveOptions, Snapshot};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -92,7 +93,7 @@ fn main() {
                     Ok(format!(
                         "{{\"params\": {p}, \"tch_threads\": {}, \"writer_threads\": 2, \"rss\": {}}}",
                         tch::get_num_threads(),
-                        fastsave::current_rss().unwrap_or(0)
+                        bench_model::current_rss().unwrap_or(0)
                     ))
                 }
                 "async" => {
@@ -118,8 +119,8 @@ fn main() {
                         // checkpoint-1 are the save's own.
                         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                     }
-                    let rss0 = fastsave::current_rss().unwrap_or(0);
-                    let reset = fastsave::reset_peak_rss();
+                    let rss0 = bench_model::current_rss().unwrap_or(0);
+                    let reset = bench_model::reset_peak_rss();
                     let t0 = Instant::now();
                     let bytes = match cmd {
                         "save" | "save_durable" | "save_nocrc" | "save_serial" => {
@@ -159,7 +160,7 @@ fn main() {
                         other => return Err(format!("unknown command {other}")),
                     };
                     let s = t0.elapsed().as_secs_f64();
-                    let hwm = if reset { fastsave::peak_rss().unwrap_or(0) as i64 - rss0 as i64 } else { -1 };
+                    let hwm = if reset { bench_model::peak_rss().unwrap_or(0) as i64 - rss0 as i64 } else { -1 };
                     Ok(format!("{{\"s\": {s:.6}, \"bytes\": {bytes}, \"hwm_delta\": {hwm}}}"))
                 }
             }

@@ -3,7 +3,10 @@
 //! Exit status: 0 on success, 1 where a command finds what it checks for (a failing cell, a
 //! difference, a stale CHANGES.md, a folder a resume would trip over), 2 on the tool's own errors
 //! (`error: ...` on stderr) and on usage errors (clap's message on stderr).
-use ckptspec::{conformance, diff, inspect, plan, profile::{self, Profile}, runner, trainer::SaveMode};
+use ckptspec::answers::{inspect, plan};
+use ckptspec::harness::{conformance, diff, runner};
+use ckptspec::hf::profile::{self, Profile};
+use ckptspec::trainer::SaveMode;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -105,10 +108,10 @@ struct ChangesArgs {
     #[arg(long)]
     check: bool,
     /// The folder of golden folders.
-    #[arg(long, value_name = "DIR", default_value_os_t = ckptspec::changes::Options::default().golden)]
+    #[arg(long, value_name = "DIR", default_value_os_t = ckptspec::harness::changes::Options::default().golden)]
     golden: PathBuf,
     /// The file to write (or check).
-    #[arg(long, value_name = "FILE", default_value_os_t = ckptspec::changes::Options::default().out)]
+    #[arg(long, value_name = "FILE", default_value_os_t = ckptspec::harness::changes::Options::default().out)]
     out: PathBuf,
 }
 
@@ -249,8 +252,8 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Changes(a) => {
-            let opts = ckptspec::changes::Options { check: a.check, golden: a.golden, out: a.out, ..Default::default() };
-            ckptspec::changes::main(&opts)
+            let opts = ckptspec::harness::changes::Options { check: a.check, golden: a.golden, out: a.out, ..Default::default() };
+            ckptspec::harness::changes::main(&opts)
         }
         Command::Plan(a) => {
             // The --hf strings go through unchanged: plan resolves them (comma lists, `all`).

@@ -2,10 +2,10 @@
 //! mode's (compare_run_dirs, plus the same checkpoint timeline), a killed run's staging leftover
 //! is removed by the next save while a user's folder with a similar name stays, and no staging
 //! folder remains after a run. (Kill tests and timings are elsewhere.)
-use ckptspec::diff::compare_run_dirs;
-use ckptspec::profile::Profile;
-use ckptspec::scenario::Scenario;
+use ckptspec::harness::diff::compare_run_dirs;
+use ckptspec::hf::profile::Profile;
 use ckptspec::trainer::{self, DiskEvent, SaveMode};
+use ckptspec::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {

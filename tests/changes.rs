@@ -4,9 +4,11 @@
 //! outcome differs (so the catalogue reaches every change point, and the table claims no change
 //! the real HF does not show). The resume table's changes must show in a resume scenario's
 //! golden (contract v2), since only a resumed run can reach them.
-use ckptspec::changes;
-use ckptspec::profile::{self, Behaviors, ResumeBehaviors, Version};
-use ckptspec::scenario::Scenario;
+use ckptspec::harness::changes;
+use ckptspec::hf::behaviors::{Behaviors, ResumeBehaviors};
+use ckptspec::hf::profile;
+use ckptspec::hf::version::{self, Version};
+use ckptspec::world::scenario::Scenario;
 use std::path::Path;
 
 #[test]
@@ -21,8 +23,8 @@ fn changes_page_is_current() {
 }
 
 /// The rows of a table whose value differs between releases `a` and `b`.
-fn changed_rows(rows: &[profile::Row], a: Version, b: Version) -> Vec<&'static str> {
-    rows.iter().filter(|r| profile::at(&r.changes, a) != profile::at(&r.changes, b)).map(|r| r.name).collect()
+fn changed_rows(rows: &[version::Row], a: Version, b: Version) -> Vec<&'static str> {
+    rows.iter().filter(|r| version::at(&r.changes, a) != version::at(&r.changes, b)).map(|r| r.name).collect()
 }
 
 #[test]

@@ -27,7 +27,7 @@ fn run_writes_a_run_directory_like_the_golden_one() {
     ]);
     assert_eq!(code, 0, "{err}");
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/hf-5.24.0/final-step-not-multiple");
-    let rep = ckptspec::diff::compare_run_dirs(&golden, &dir).unwrap();
+    let rep = ckptspec::harness::diff::compare_run_dirs(&golden, &dir).unwrap();
     assert!(rep.is_clean(), "{:?}", rep.first());
 }
 
@@ -116,7 +116,7 @@ fn another_patch_runs_its_minors_profile_and_says_so() {
     assert_eq!(err.lines().count(), 1, "one line on stderr: {err}");
     assert!(err.contains("4.46.1") && err.contains("4.46.3"), "{err}");
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/hf-4.46.3/final-step-not-multiple");
-    assert!(ckptspec::diff::compare_run_dirs(&golden, &dir).unwrap().is_clean());
+    assert!(ckptspec::harness::diff::compare_run_dirs(&golden, &dir).unwrap().is_clean());
 
     let b = args("4.30.2", &out.path().join("other"));
     let (code, _, err) = ckptspec(&b.iter().map(String::as_str).collect::<Vec<_>>());
@@ -133,7 +133,7 @@ fn versions_prints_the_behavior_table() {
     let (code, out, _) = ckptspec(&["versions", "--per-release"]);
     assert_eq!(code, 0);
     let header = out.lines().next().unwrap();
-    assert_eq!(header.split('\t').count(), 1 + ckptspec::profile::supported().len());
+    assert_eq!(header.split('\t').count(), 1 + ckptspec::hf::profile::supported().len());
 }
 
 /// Every subcommand with the options its `--help` must explain.

@@ -1,10 +1,10 @@
 //! Every golden scenario of every profile through the Rust trainer, diffed with the golden run
 //! directory (conformance/README.md). A scenario the trainer does not implement fails here too:
 //! nothing is skipped.
-use ckptspec::conformance::{judge_all_with, Cell};
+use ckptspec::harness::conformance::{judge_all_with, Cell};
+use ckptspec::hf::profile::{self, Profile};
 use ckptspec::trainer::SaveMode;
-use ckptspec::profile::{self, Profile};
-use ckptspec::scenario::Scenario;
+use ckptspec::world::scenario::Scenario;
 use std::path::Path;
 
 #[test]
@@ -22,7 +22,7 @@ fn judge_every_cell(mode: SaveMode) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scenarios = Scenario::load_dir(&root.join("conformance/scenarios")).expect("scenario files parse");
     assert!(scenarios.len() >= 60, "the catalogue has {} scenarios", scenarios.len());
-    let work = tempfile::tempdir_in(ckptspec::runner::scratch_root()).unwrap();
+    let work = tempfile::tempdir_in(ckptspec::harness::runner::scratch_root()).unwrap();
     let profiles: Vec<Profile> = profile::supported().iter().map(|v| Profile::get(v).unwrap()).collect();
     let scs: Vec<&Scenario> = scenarios.iter().map(|(_, s)| s).collect();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);

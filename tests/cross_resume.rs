@@ -12,10 +12,10 @@
 //! passes the oldest and the newest, `./dev test-full` all); unset, the oldest and the newest.
 //! Each needs its venv (`./dev venvs` makes them all).
 
-use ckptspec::diff;
-use ckptspec::profile::{self, Profile};
-use ckptspec::scenario::Scenario;
+use ckptspec::harness::diff;
+use ckptspec::hf::profile::{self, Profile};
 use ckptspec::trainer::{self, Phase, SaveMode};
+use ckptspec::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -46,14 +46,14 @@ fn every_resume_scenario_cross_resumes_both_ways_for_the_real_profiles() {
         let py = common::hf_python(root, v);
         let profile = Profile::get(v).unwrap();
         let golden = root.join("golden").join(format!("hf-{v}"));
-        let work = tempfile::tempdir_in(ckptspec::runner::scratch_root()).unwrap();
+        let work = tempfile::tempdir_in(ckptspec::harness::runner::scratch_root()).unwrap();
         let dir = |name: &str, who: &str| work.path().join(format!("{name}-{who}"));
         // The runs whose first run fails end there (no resume): nothing to cross.
         let crossing: Vec<&(PathBuf, Scenario)> = resumes
             .iter()
             .copied()
             .filter(|(_, s)| {
-                let r = ckptspec::pyjson::read_file(golden.join(&s.name).join("result.json")).unwrap();
+                let r = ckptspec::formats::pyjson::read_file(golden.join(&s.name).join("result.json")).unwrap();
                 r.get("first").is_some()
             })
             .collect();

@@ -4,10 +4,10 @@
 //! reported. Unmutated copies, and copies changed only in what the contract ignores (runtimes,
 //! the writing library's version, float noise within the float class, JSON layout, a torch file's
 //! container), must compare clean.
-use ckptspec::diff::{compare_run_dirs, Report};
-use ckptspec::pyjson::{self, DumpOptions, PyJson};
-use ckptspec::safetensors::{self as st, TensorRef};
-use ckptspec::torch_format::{self as tf, DType, Tensor, Value};
+use ckptspec::formats::pyjson::{self, DumpOptions, PyJson};
+use ckptspec::formats::safetensors::{self as st, TensorRef};
+use ckptspec::formats::torch_format::{self as tf, DType, Tensor, Value};
+use ckptspec::harness::diff::{compare_run_dirs, Report};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -201,7 +201,7 @@ fn st_tensor<'a>(ts: &'a mut [(String, Tensor)], name: &str) -> &'a mut Tensor {
 
 fn flip_storage_bit(path: &Path) {
     let mut f = std::fs::File::open(path).unwrap();
-    let e = ckptspec::torch_format::zip::read_directory(&mut f)
+    let e = ckptspec::formats::torch_format::zip::read_directory(&mut f)
         .unwrap()
         .into_iter()
         .find(|e| e.name.ends_with("/data/1") && e.size >= 4)
@@ -583,7 +583,7 @@ fn the_report_puts_the_first_difference_on_top_and_caps_the_list() {
     assert!(first.contains("(structure)") && first.contains("output/checkpoint-4/"), "{text}");
     assert!(text.contains(&format!("... and {} more", rep.differences.len() - 3)), "{text}");
     // the folder is one difference, not one per file
-    assert_eq!(rep.count(ckptspec::diff::Stage::Structure), 1, "{text}");
+    assert_eq!(rep.count(ckptspec::harness::diff::Stage::Structure), 1, "{text}");
 }
 
 #[test]

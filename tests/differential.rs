@@ -14,10 +14,11 @@
 //! v1 scenario file, ready for conformance/scenarios/) with the diff report next to it
 //! (`<name>.diff.txt`). Without `CKPTSPEC_DIFFERENTIAL` the test says it was skipped and passes.
 mod common;
-use ckptspec::diff::{compare_run_dirs, Stage};
-use ckptspec::profile::Profile;
-use ckptspec::runner::{self, RunError};
-use ckptspec::scenario::{Scenario, RUNNER_ARGS};
+use ckptspec::harness::diff::{compare_run_dirs, Stage};
+use ckptspec::harness::runner;
+use ckptspec::hf::profile::Profile;
+use ckptspec::trainer::RunError;
+use ckptspec::world::scenario::{Scenario, RUNNER_ARGS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -234,8 +235,8 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let n: usize = env_or("CKPTSPEC_DIFFERENTIAL_N", 100);
     let seed: u64 = env_or("CKPTSPEC_DIFFERENTIAL_SEED", 1);
-    let asked = std::env::var("CKPTSPEC_DIFFERENTIAL_HF").unwrap_or_else(|_| ckptspec::profile::newest().to_string());
-    let resolved = ckptspec::profile::resolve(&asked).unwrap();
+    let asked = std::env::var("CKPTSPEC_DIFFERENTIAL_HF").unwrap_or_else(|_| ckptspec::hf::profile::newest().to_string());
+    let resolved = ckptspec::hf::profile::resolve(&asked).unwrap();
     if let Some(note) = resolved.note() {
         println!("{note}");
     }
@@ -293,15 +294,15 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     for name in &names {
         t.total += 1;
         let expected = hf_dir.join(name);
-        let hf_result = ckptspec::pyjson::read_file(expected.join("result.json")).ok();
+        let hf_result = ckptspec::formats::pyjson::read_file(expected.join("result.json")).ok();
         t.resumed += hf_result.as_ref().is_some_and(|r| r.get("first").is_some()) as usize;
         let raw: Value = serde_json::from_str(&std::fs::read_to_string(sc_dir.join(format!("{name}.json"))).unwrap()).unwrap();
         t.tokenizer += (raw.get("tokenizer") == Some(&json!(true))) as usize;
         let hf_error = hf_result
             .and_then(|r| r.get("error").cloned())
-            .filter(|e| *e != ckptspec::pyjson::PyJson::Null);
-        let text = |e: &ckptspec::pyjson::PyJson, k: &str| match e.get(k) {
-            Some(ckptspec::pyjson::PyJson::Str(s)) => s.clone(),
+            .filter(|e| *e != ckptspec::formats::pyjson::PyJson::Null);
+        let text = |e: &ckptspec::formats::pyjson::PyJson, k: &str| match e.get(k) {
+            Some(ckptspec::formats::pyjson::PyJson::Str(s)) => s.clone(),
             _ => "?".into(),
         };
         match &hf_error {

@@ -2,9 +2,10 @@
 //! zipfile (the project's venv) read them back with the same values and valid CRC32s.
 //! (Speed is measured by `cargo bench --bench save` and scripts/side_by_side.sh, never here.)
 
-use ckptspec::fastsave::{self, Mlp, SaveOptions};
-use ckptspec::safetensors as st;
-use ckptspec::torch_format::{self as tf, SerializationId};
+use ckptspec::formats::safetensors as st;
+use ckptspec::formats::torch_format::{self as tf, SerializationId};
+use ckptspec::save::bench_model::Mlp;
+use ckptspec::save::fastsave::{self, SaveOptions};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -205,7 +206,7 @@ fn async_save_writes_the_snapshot_not_later_changes() {
 fn device_chunks_stream_every_byte_in_order() {
     // The staging loop of the GPU path, run here on a CPU tensor (copy into the staging buffer,
     // hand it on, next chunk): more than one 16 MiB staging buffer's worth, odd length.
-    use ckptspec::torch_format::ByteSource;
+    use ckptspec::formats::torch_format::ByteSource;
     let t = tch::Tensor::arange(4 * 1024 * 1024 + 3, (tch::Kind::Float, tch::Device::Cpu));
     let src = fastsave::DeviceChunks::new(&t).unwrap();
     assert_eq!(src.len(), (4 * 1024 * 1024 + 3) * 4);
@@ -231,7 +232,7 @@ fn atomic_save_publishes_the_same_files() {
     let (plain, out) = (tmp.path().join("plain"), tmp.path().join("out"));
     let ck = mlp.checkpoint("5.24.0").unwrap();
     fastsave::save(&plain.join("checkpoint-1"), &ck, &fixed()).unwrap();
-    let leftover = ckptspec::atomic::staging_dir(&out, "checkpoint-0");
+    let leftover = ckptspec::save::atomic::staging_dir(&out, "checkpoint-0");
     std::fs::create_dir_all(&leftover).unwrap();
     std::fs::write(out.join("user-notes.txt"), "mine").unwrap();
     let opts = SaveOptions { atomic: true, durable: true, ..fixed() };

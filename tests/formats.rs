@@ -3,9 +3,9 @@
 //! here loaded by torch / safetensors / json in the project's venv (and re-saved there to the
 //! same bytes), a refused malicious pickle, Python's float repr, and the writer's memory bound.
 
-use ckptspec::pyjson::{self, DumpOptions, PyJson};
-use ckptspec::safetensors::{self as st, Dtype, TensorRef};
-use ckptspec::torch_format::{
+use ckptspec::formats::pyjson::{self, DumpOptions, PyJson};
+use ckptspec::formats::safetensors::{self as st, Dtype, TensorRef};
+use ckptspec::formats::torch_format::{
     self as tf, ArchiveStyle, Construct, DType, FnSource, Global, LoadOptions, Object, SaveOptions,
     SerializationId, Tensor, Value,
 };
@@ -195,7 +195,7 @@ fn damaged() -> &'static std::collections::HashSet<PathBuf> {
     static D: OnceLock<std::collections::HashSet<PathBuf>> = OnceLock::new();
     D.get_or_init(|| {
         let mut out = std::collections::HashSet::new();
-        for (_, sc) in ckptspec::scenario::Scenario::load_dir(&root().join("conformance/scenarios")).unwrap() {
+        for (_, sc) in ckptspec::world::scenario::Scenario::load_dir(&root().join("conformance/scenarios")).unwrap() {
             for d in sc.resume.iter().flat_map(|r| &r.damage) {
                 for e in std::fs::read_dir(root().join("golden")).unwrap().flatten() {
                     out.insert(e.path().join(&sc.name).join(d.path()));
@@ -316,7 +316,7 @@ fn golden_checkpoints_round_trip_byte_for_byte() {
             if damaged().contains(&f) {
                 continue; // cut by the scenario's resume.damage, not written by HF
             }
-            let profile = ckptspec::profile::Profile::get(version.trim_start_matches("hf-")).unwrap();
+            let profile = ckptspec::hf::profile::Profile::get(version.trim_start_matches("hf-")).unwrap();
             let name = f.file_name().unwrap().to_string_lossy();
             if profile.tokenizer_files.iter().any(|(n, _)| *n == name) {
                 // the tokenizer library's own JSON, copied as its save_pretrained wrote it

@@ -8,9 +8,9 @@
 //! cargo test --release --test fuzz_readers -- --nocapture`.
 
 mod common;
-use ckptspec::pyjson;
-use ckptspec::safetensors as st;
-use ckptspec::torch_format::{self as tf, LoadOptions};
+use ckptspec::formats::pyjson;
+use ckptspec::formats::safetensors as st;
+use ckptspec::formats::torch_format::{self as tf, LoadOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

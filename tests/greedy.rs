@@ -1,11 +1,11 @@
-//! `ckptspec::greedy::Greedy` against transformers 5.24.0's `GreedyLR`, built the way HF builds
+//! `ckptspec::numerics::greedy::Greedy` against transformers 5.24.0's `GreedyLR`, built the way HF builds
 //! it (`get_scheduler("greedy", opt, scheduler_specific_kwargs=kwargs)` on an AdamW with two
 //! param groups at the same lr): random kwargs (some invalid) and metric sequences, all in ONE
 //! Python process; the lrs after every step, the final state dict (floats bitwise, Python types
 //! kept) and the error type/text are compared exactly.
 
-use ckptspec::greedy::Greedy;
-use ckptspec::optim::PyValue;
+use ckptspec::numerics::greedy::Greedy;
+use ckptspec::numerics::optim::PyValue;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -324,7 +324,7 @@ fn greedy_matches_transformers() {
             if g.reset_start == g.reset_start_original && before != g.reset_start && g.lrs_f64() == vec![base, base] {
                 saw_reset = true;
             }
-            if g.lrs.iter().any(|x| matches!(x, ckptspec::plateau::PyNum::Int(_))) {
+            if g.lrs.iter().any(|x| matches!(x, ckptspec::numerics::plateau::PyNum::Int(_))) {
                 int_lrs += 1;
             }
             prev = now;

@@ -4,8 +4,8 @@
 //! globals (`os.system`, `builtins.eval`, ...) are checked by message, and since the reader has no
 //! way to call a global, "nothing executed" holds by construction (`echo pwned` would print).
 
-use ckptspec::safetensors as st;
-use ckptspec::torch_format::{self as tf, LoadOptions, SaveOptions, Value};
+use ckptspec::formats::safetensors as st;
+use ckptspec::formats::torch_format::{self as tf, LoadOptions, SaveOptions, Value};
 use std::path::{Path, PathBuf};
 
 fn hostile(name: &str) -> PathBuf {

@@ -5,8 +5,8 @@
 //! `CKPTSPEC_INSPECT_LIST=1 cargo test --release --test inspect -- --nocapture` lists every
 //! golden folder the sweep did not replay, with the reason.
 
-use ckptspec::inspect;
-use ckptspec::profile;
+use ckptspec::answers::inspect;
+use ckptspec::hf::profile;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -24,9 +24,9 @@ fn bin() -> &'static str {
 /// RNG state). Nothing otherwise.
 fn expected_flags(run: &Path) -> BTreeSet<String> {
     // result.json is Python's JSON (NaN and Infinity appear): read it as Python does.
-    let result = ckptspec::pyjson::read_file(run.join("result.json")).unwrap();
+    let result = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
     let mut out = BTreeSet::new();
-    if matches!(result.get("error"), None | Some(ckptspec::pyjson::PyJson::Null)) {
+    if matches!(result.get("error"), None | Some(ckptspec::formats::pyjson::PyJson::Null)) {
         return out;
     }
     for e in std::fs::read_dir(run.join("output")).unwrap().flatten() {
@@ -55,26 +55,26 @@ struct Tally {
 }
 
 /// Every scenario by name (the golden folders' scenarios).
-fn scenarios() -> &'static std::collections::HashMap<String, ckptspec::scenario::Scenario> {
-    static S: std::sync::OnceLock<std::collections::HashMap<String, ckptspec::scenario::Scenario>> = std::sync::OnceLock::new();
+fn scenarios() -> &'static std::collections::HashMap<String, ckptspec::world::scenario::Scenario> {
+    static S: std::sync::OnceLock<std::collections::HashMap<String, ckptspec::world::scenario::Scenario>> = std::sync::OnceLock::new();
     S.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios");
-        ckptspec::scenario::Scenario::load_dir(&dir).unwrap().into_iter().map(|(_, s)| (s.name.clone(), s)).collect()
+        ckptspec::world::scenario::Scenario::load_dir(&dir).unwrap().into_iter().map(|(_, s)| (s.name.clone(), s)).collect()
     })
 }
 
 /// A contract-v2 resume scenario's golden folder holds two Trainers' runs and the damage the
 /// scenario did between them: the checkpoints whose damage is still there (a removed file
 /// still missing, a truncated one still cut) must be flagged.
-fn still_damaged(run: &Path, sc: &ckptspec::scenario::Scenario) -> BTreeSet<String> {
+fn still_damaged(run: &Path, sc: &ckptspec::world::scenario::Scenario) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for d in sc.resume.iter().flat_map(|r| &r.damage) {
         let parts: Vec<&str> = d.path().split('/').collect();
         let [_, ck, _file] = parts[..] else { continue };
         let (p, folder) = (run.join(d.path()), run.join("output").join(ck));
         let still = match d {
-            ckptspec::scenario::Damage::Remove { .. } => !p.exists(),
-            ckptspec::scenario::Damage::Truncate { bytes, .. } => std::fs::metadata(&p).is_ok_and(|m| m.len() == *bytes),
+            ckptspec::world::scenario::Damage::Remove { .. } => !p.exists(),
+            ckptspec::world::scenario::Damage::Truncate { bytes, .. } => std::fs::metadata(&p).is_ok_and(|m| m.len() == *bytes),
         };
         if folder.is_dir() && still {
             out.insert(ck.to_string());
@@ -265,7 +265,7 @@ fn assert_flagged(dir: &Path, folder: &str, file: Option<&str>) -> Report {
     r
 }
 
-use ckptspec::inspect::Report;
+use ckptspec::answers::inspect::Report;
 
 #[test]
 fn the_golden_copy_itself_is_clean() {
@@ -321,8 +321,8 @@ fn a_truncated_optimizer_is_reported_and_breaks_the_resume() {
 }
 
 /// Flips one bit in the middle of the record of `path` that `pick` chooses.
-fn flip_bit_in_record(path: &Path, pick: impl Fn(&ckptspec::torch_format::zip::ZipEntry) -> bool) -> String {
-    let entries = ckptspec::torch_format::zip::read_directory(&mut std::fs::File::open(path).unwrap()).unwrap();
+fn flip_bit_in_record(path: &Path, pick: impl Fn(&ckptspec::formats::torch_format::zip::ZipEntry) -> bool) -> String {
+    let entries = ckptspec::formats::torch_format::zip::read_directory(&mut std::fs::File::open(path).unwrap()).unwrap();
     let rec = entries.iter().filter(|e| e.crc != 0 && e.size > 0 && pick(e)).max_by_key(|e| e.size).expect("a stored record with a CRC");
     let mut bytes = std::fs::read(path).unwrap();
     bytes[(rec.data_offset + rec.size / 2) as usize] ^= 0x10;
@@ -353,8 +353,8 @@ fn run_with_best(newest: bool) -> (String, String, String) {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("output").is_dir()).collect();
     runs.sort();
     for run in runs {
-        let r = ckptspec::pyjson::read_file(run.join("result.json")).unwrap();
-        let Some(ckptspec::pyjson::PyJson::Str(b)) = r.get("final_state").and_then(|s| s.get("best_model_checkpoint")) else { continue };
+        let r = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
+        let Some(ckptspec::formats::pyjson::PyJson::Str(b)) = r.get("final_state").and_then(|s| s.get("best_model_checkpoint")) else { continue };
         let best = b.rsplit('/').next().unwrap().to_string();
         let steps = checkpoint_steps(&run.join("output"));
         if steps.len() < 2 || !run.join("output").join(&best).is_dir() {
@@ -447,7 +447,7 @@ fn a_crash_leftover_is_reported() {
 fn training_args_bin_reads_as_the_scenario_arguments() {
     // read_training_args gives the keyword arguments a scenario passed (format v1 spelling) and
     // the profiles whose argument list the file has.
-    let sc = ckptspec::scenario::Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios/best/best-step-never-saved.json")).unwrap();
+    let sc = ckptspec::world::scenario::Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios/best/best-step-never-saved.json")).unwrap();
     for v in ["4.31.0", "4.40.2", "4.46.3", "5.24.0"] {
         let out = golden().join(format!("hf-{v}/best-step-never-saved/output"));
         let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());

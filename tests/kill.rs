@@ -1,6 +1,6 @@
 //! Crash safety proven by `kill -9` (issue 11): a child `ckptspec run tests/kill/many-saves.json`
 //! (a checkpoint at every one of 120 steps) is killed, with SIGKILL, at seeded random moments
-//! and at failpoints ([`ckptspec::failpoint`]: before the k-th file or fsync/rename of the
+//! and at failpoints ([`ckptspec::save::failpoint`]: before the k-th file or fsync/rename of the
 //! process, or with half of the k-th file written), in both save modes. After each kill:
 //!
 //! * atomic mode (`--atomic`): every `checkpoint-N` left is complete (the files of a complete
@@ -29,11 +29,11 @@
 
 mod common;
 
-use ckptspec::failpoint;
-use ckptspec::inspect::{self, checkpoint::hf_step};
-use ckptspec::profile::Profile;
-use ckptspec::scenario::Scenario;
+use ckptspec::answers::inspect::{self, checkpoint::hf_step};
+use ckptspec::hf::profile::Profile;
+use ckptspec::save::failpoint;
 use ckptspec::trainer::{self, ResumeFrom, SaveMode};
+use ckptspec::world::scenario::Scenario;
 use common::Rng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -92,7 +92,7 @@ struct Reference {
 
 fn step_in(rel: &str) -> Option<u64> {
     rel.split('/').find_map(|c| {
-        let c = c.strip_prefix(ckptspec::atomic::STAGING_PREFIX).map(|c| c.strip_prefix("old-").unwrap_or(c)).unwrap_or(c);
+        let c = c.strip_prefix(ckptspec::save::atomic::STAGING_PREFIX).map(|c| c.strip_prefix("old-").unwrap_or(c)).unwrap_or(c);
         hf_step(c)
     })
 }
@@ -215,13 +215,13 @@ fn complete_like_reference(r: &Reference, folder: &Path, step: u64) -> Result<()
             Ok(())
         };
         if f.ends_with(".json") {
-            ckptspec::pyjson::read_file(&p).map_err(|e| format!("{f}: {e}"))?;
+            ckptspec::formats::pyjson::read_file(&p).map_err(|e| format!("{f}: {e}"))?;
             same_bytes()?;
         } else if f.ends_with(".safetensors") {
-            ckptspec::safetensors::load(&p).map_err(|e| format!("{f}: {e}"))?;
+            ckptspec::formats::safetensors::load(&p).map_err(|e| format!("{f}: {e}"))?;
             same_bytes()?;
         } else {
-            ckptspec::torch_format::load(&p).map_err(|e| format!("{f}: {e}"))?;
+            ckptspec::formats::torch_format::load(&p).map_err(|e| format!("{f}: {e}"))?;
         }
     }
     Ok(())
@@ -235,7 +235,7 @@ fn check_failpoint_file(r: &Reference, dir: &Path, n: u64, mid: bool) -> Result<
         return Ok(());
     }
     let p = dir.join(&ev.rel);
-    let published = ev.rel.replace(&format!("{}checkpoint-", ckptspec::atomic::STAGING_PREFIX), "checkpoint-");
+    let published = ev.rel.replace(&format!("{}checkpoint-", ckptspec::save::atomic::STAGING_PREFIX), "checkpoint-");
     let full = std::fs::read(r.dir.join(&published)).map_err(|e| format!("{published}: {e}"))?;
     if !mid {
         return match p.exists() {
@@ -248,11 +248,11 @@ fn check_failpoint_file(r: &Reference, dir: &Path, n: u64, mid: bool) -> Result<
         return Err(format!("{}: torn at {} bytes, expected half of {}", ev.rel, got.len(), full.len()));
     }
     let loads = if p.extension().is_some_and(|e| e == "json") {
-        ckptspec::pyjson::read_file(&p).is_ok()
+        ckptspec::formats::pyjson::read_file(&p).is_ok()
     } else if p.extension().is_some_and(|e| e == "safetensors") {
-        ckptspec::safetensors::load(&p).is_ok()
+        ckptspec::formats::safetensors::load(&p).is_ok()
     } else {
-        ckptspec::torch_format::load(&p).is_ok()
+        ckptspec::formats::torch_format::load(&p).is_ok()
     };
     if loads {
         return Err(format!("{}: half of the file loads", ev.rel));
@@ -436,7 +436,7 @@ fn check_atomic(r: &Reference, dir: &Path, how: How, t: &mut Tally) -> Result<bo
             complete_like_reference(r, &folder, step).map_err(|m| format!("{name} is published but not complete: {m}"))?;
             t.checkpoints_checked += 1;
             present.insert(step);
-        } else if ckptspec::atomic::is_staging_name(name) {
+        } else if ckptspec::save::atomic::is_staging_name(name) {
             // A leftover: never matched as a checkpoint by HF's resume (`^checkpoint\-(\d+)$`)
             // nor by its rotation (`checkpoint-*`).
             if name.starts_with("checkpoint-") {
@@ -553,23 +553,23 @@ fn resume_and_compare(r: &Reference, sc: &Scenario, profile: &Profile, dir: &Pat
     let out = dir.join("output");
     let had_checkpoint = list(&out).iter().any(|n| hf_step(n).is_some());
     trainer::resume(sc, profile, dir, SaveMode::Atomic, &ResumeFrom::Last).map_err(|e| e.to_string())?;
-    let result = ckptspec::pyjson::read_file(dir.join("result.json")).map_err(|e| e.to_string())?;
+    let result = ckptspec::formats::pyjson::read_file(dir.join("result.json")).map_err(|e| e.to_string())?;
     let error = result.get("error").cloned();
     if !had_checkpoint {
         let msg = match &error {
-            Some(e @ ckptspec::pyjson::PyJson::Dict(_)) => format!("{:?} {:?}", e.get("type"), e.get("message")),
+            Some(e @ ckptspec::formats::pyjson::PyJson::Dict(_)) => format!("{:?} {:?}", e.get("type"), e.get("message")),
             other => return Err(format!("no checkpoint to resume from, yet the resume's error is {other:?}")),
         };
         if !msg.contains("ValueError") || !msg.contains("No valid checkpoint found in output directory") {
             return Err(format!("no checkpoint to resume from: expected HF's ValueError, got {msg}"));
         }
         trainer::run_with(sc, profile, dir, SaveMode::Atomic).map_err(|e| e.to_string())?;
-    } else if error != Some(ckptspec::pyjson::PyJson::Null) {
+    } else if error != Some(ckptspec::formats::pyjson::PyJson::Null) {
         return Err(format!("the resume ended with an error: {error:?}"));
     }
     let last = format!("output/checkpoint-{}", r.last_step);
     let (want, got) = (r.dir.join(&last), dir.join(&last));
-    let rep = ckptspec::diff::compare_run_dirs(&want, &got).map_err(|e| e.to_string())?;
+    let rep = ckptspec::harness::diff::compare_run_dirs(&want, &got).map_err(|e| e.to_string())?;
     if !rep.is_clean() {
         return Err(format!("final checkpoint differs from the uninterrupted run's:\n{}", rep.render(&want, &got, 5)));
     }
@@ -584,7 +584,7 @@ fn resume_and_compare(r: &Reference, sc: &Scenario, profile: &Profile, dir: &Pat
     if whole {
         // Every folder of the resumed run equals the uninterrupted run's (result.json differs
         // by design: HF's train_loss covers the resumed call's steps only).
-        let rep = ckptspec::diff::compare_run_dirs(&r.dir.join("output"), &out).map_err(|e| e.to_string())?;
+        let rep = ckptspec::harness::diff::compare_run_dirs(&r.dir.join("output"), &out).map_err(|e| e.to_string())?;
         if !rep.is_clean() {
             return Err(format!("output/ differs from the uninterrupted run's:\n{}", rep.render(&r.dir.join("output"), &out, 5)));
         }

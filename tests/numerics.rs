@@ -3,18 +3,20 @@
 //! `.venv-hf-4.31.0`). Each test runs one Python process with all its inputs as JSON on stdin.
 //! Floats travel as bit patterns, so every comparison below is bit for bit.
 
-use ckptspec::lr::{warmup_steps_v4, warmup_steps_v5, LambdaLrState, Schedule, ScheduleKind};
-use ckptspec::optim::{clip_grad_norm, AdamW, AdamWKind, Param, PyValue, TorchLayout};
-use ckptspec::plateau::Plateau;
-use ckptspec::rng::{NumpyRandomState, PythonRandomState, TorchGenerator};
-use ckptspec::sampler::{SamplerKind, TrainRngTracker};
+use ckptspec::hf::behaviors::SamplerKind;
+use ckptspec::hf::behaviors::TorchLayout;
+use ckptspec::numerics::lr::{warmup_steps_v4, warmup_steps_v5, LambdaLrState, Schedule, ScheduleKind};
+use ckptspec::numerics::optim::{clip_grad_norm, AdamW, AdamWKind, Param, PyValue};
+use ckptspec::numerics::plateau::Plateau;
+use ckptspec::numerics::rng::{NumpyRandomState, PythonRandomState, TorchGenerator};
+use ckptspec::numerics::sampler::TrainRngTracker;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::OnceLock;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

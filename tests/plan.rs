@@ -2,10 +2,11 @@
 //! results through the real `--metrics-from` path, predicts what the real HF Trainer left; the
 //! seed question (../shared/notes/user-question.md) gets an answer for every profile that agrees
 //! with the goldens of its era; bad input is a clear tool error.
-use ckptspec::plan::{self, config::Config, Options, Request, VersionPlan};
-use ckptspec::profile::{self, BestTiming, Profile};
-use ckptspec::pyjson::{self, PyJson};
-use ckptspec::scenario::Scenario;
+use ckptspec::answers::plan::{self, config::Config, Options, Request, VersionPlan};
+use ckptspec::formats::pyjson::{self, PyJson};
+use ckptspec::hf::behaviors::BestTiming;
+use ckptspec::hf::profile::{self, Profile};
+use ckptspec::world::scenario::Scenario;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -144,7 +145,7 @@ fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> V
                 g.0 == p.0
                     && g.1 == p.1
                     && match (g.2, p.2) {
-                        (Some(x), Some(y)) => ckptspec::diff::floats_close(x, y),
+                        (Some(x), Some(y)) => ckptspec::harness::diff::floats_close(x, y),
                         (x, y) => x.is_none() && y.is_none(),
                     }
             });
@@ -166,7 +167,7 @@ fn every_golden_scenario_is_predicted_by_its_plan_with_the_golden_metrics() {
     let work = tempfile::tempdir().unwrap();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     // One job per profile (its own state file): (golden folders covered, failures).
-    let per_profile = ckptspec::par::map(versions.len(), jobs, |k| {
+    let per_profile = ckptspec::harness::par::map(versions.len(), jobs, |k| {
         let v = versions[k];
         let p = Profile::get(v).unwrap();
         let state_file = work.path().join(format!("{v}-trainer_state.json"));
@@ -385,7 +386,7 @@ fn the_not_affecting_table_names_real_arguments_the_executor_does_not_model() {
         assert!(all.contains(*name), "{name} is no TrainingArguments field of any profile");
         assert!(!reason.is_empty());
         // optim is modelled for some values only; the others are listed.
-        assert!(*name == "optim" || !ckptspec::args::MODELLED.contains(name), "{name} is modelled: it must reach the executor");
+        assert!(*name == "optim" || !ckptspec::hf::args::MODELLED.contains(name), "{name} is modelled: it must reach the executor");
     }
 }
 

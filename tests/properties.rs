@@ -6,16 +6,16 @@
 //!
 //! Failing seeds are persisted in proptest-regressions/properties.txt (committed; proptest
 //! replays them first).
-use ckptspec::args::{self, Interval, Num};
-use ckptspec::best::{self, Best};
-use ckptspec::hf_error::HfError;
-use ckptspec::optim::TorchLayout;
-use ckptspec::plateau::Plateau;
-use ckptspec::profile::{self as profile_table, BestTiming, FinalSave, Profile, RotationOrder};
-use ckptspec::pyjson::PyJson;
-use ckptspec::rotation::{self, Folder, Protection};
-use ckptspec::schedule::{self, Control, Intervals};
-use ckptspec::trainer::{numpy_mean_f32, py_round};
+use ckptspec::formats::pyjson::PyJson;
+use ckptspec::hf::args::{self, eval_prefixed, Interval, Num};
+use ckptspec::hf::behaviors::{BestTiming, FinalSave, Protection, RotationOrder, TorchLayout};
+use ckptspec::hf::error::HfError;
+use ckptspec::hf::profile::{self as profile_table, Profile};
+use ckptspec::hf::state::{resolve_ratio, Best, Control, Intervals};
+use ckptspec::numerics::plateau::Plateau;
+use ckptspec::numerics::py_math::{numpy_mean_f32, py_round};
+use ckptspec::policy::rotation::{self, Folder};
+use ckptspec::policy::schedule;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::{json, Value};
@@ -285,12 +285,12 @@ proptest! {
     #[test]
     fn resolve_ratio_is_ceil_within_bounds(max_steps in 1i64..100_000, r in 1u32..1_000_000, i in 1i64..1000) {
         let ratio = r as f64 / 1_000_000.0;
-        let got = schedule::resolve_ratio(Num::Float(ratio), max_steps);
+        let got = resolve_ratio(Num::Float(ratio), max_steps);
         let want = (max_steps as f64 * ratio).ceil() as i64;
         prop_assert_eq!(got, Num::Int(want));
         prop_assert!((1..=max_steps).contains(&want));
-        prop_assert_eq!(schedule::resolve_ratio(Num::Int(i), max_steps), Num::Int(i));
-        prop_assert_eq!(schedule::resolve_ratio(Num::Float(i as f64), max_steps), Num::Float(i as f64));
+        prop_assert_eq!(resolve_ratio(Num::Int(i), max_steps), Num::Int(i));
+        prop_assert_eq!(resolve_ratio(Num::Float(i as f64), max_steps), Num::Float(i as f64));
     }
 
     /// 9. `Intervals::resolve` over resolved arguments: every step interval is the given value
@@ -421,8 +421,8 @@ proptest! {
     /// 13. `eval_` prefixing is idempotent and always yields an `eval_` key.
     #[test]
     fn eval_prefixing_is_idempotent(m in "(eval_)?[a-z_]{0,12}") {
-        let once = best::eval_prefixed(&m);
-        prop_assert_eq!(best::eval_prefixed(&once), once.clone());
+        let once = eval_prefixed(&m);
+        prop_assert_eq!(eval_prefixed(&once), once.clone());
         prop_assert!(once.starts_with("eval_"));
         if m.starts_with("eval_") {
             prop_assert_eq!(once, m);
@@ -438,7 +438,7 @@ proptest! {
         let r = py_round(x, n);
         prop_assert_eq!(py_round(r, n), r);
         prop_assert!((r - x).abs() <= 0.5 * 10f64.powi(-(n as i32)) * (1.0 + 1e-9) + 1e-9 * x.abs());
-        let text = ckptspec::pyjson::float_repr(r);
+        let text = ckptspec::formats::pyjson::float_repr(r);
         if !text.contains('e') {
             let decimals = text.split('.').nth(1).map(|d| d.trim_end_matches('0').len()).unwrap_or(0);
             prop_assert!(decimals <= n.max(1), "{x} -> {text}");

@@ -5,8 +5,8 @@
 //!
 //! Which profiles: `CKPTSPEC_REAL_PROFILES` (comma-separated versions, or `all`); by default the
 //! oldest and the newest, whose venvs `./dev test` creates (`./dev test-full` runs all).
-use ckptspec::profile::{self, Profile};
-use ckptspec::scenario::Scenario;
+use ckptspec::hf::profile::{self, Profile};
+use ckptspec::world::scenario::Scenario;
 use std::path::Path;
 use std::process::Command;
 
@@ -35,9 +35,9 @@ fn rust_written_files_load_in_real_torch_and_equal_the_golden_ones() {
         // A file the scenario's resume.damage cut is the scenario's, not ours: not loaded.
         let mut skip = Vec::new();
         for (_, sc) in &scenarios {
-            ckptspec::runner::run_scenario(sc, &profile, &out.join(&sc.name)).unwrap();
+            ckptspec::harness::runner::run_scenario(sc, &profile, &out.join(&sc.name)).unwrap();
             for d in sc.resume.iter().flat_map(|r| &r.damage) {
-                if let ckptspec::scenario::Damage::Truncate { truncate, .. } = d {
+                if let ckptspec::world::scenario::Damage::Truncate { truncate, .. } = d {
                     skip.push("--skip".to_string());
                     skip.push(format!("{}/{truncate}", sc.name));
                 }

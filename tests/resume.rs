@@ -8,10 +8,10 @@
 //! Needs the newest profile's venv (`.venv`, which `./dev test` creates); skipped, saying so,
 //! when `CKPTSPEC_REAL_PROFILES` names neither the newest profile nor `all` and it is set.
 
-use ckptspec::diff;
-use ckptspec::profile::{self, Profile};
-use ckptspec::scenario::Scenario;
+use ckptspec::harness::diff;
+use ckptspec::hf::profile::{self, Profile};
 use ckptspec::trainer::{self, ResumeFrom, SaveMode};
+use ckptspec::world::scenario::Scenario;
 use std::path::Path;
 
 mod common;
@@ -206,7 +206,7 @@ fn check_profile(root: &Path, v: &str) {
     hf(&py, root, &first);
     for (k, (json, _)) in cases.iter().enumerate() {
         let sc: Scenario = serde_json::from_str(json).unwrap();
-        ckptspec::runner::run_scenario(&sc, &profile, &dir(k, "rs")).unwrap();
+        ckptspec::harness::runner::run_scenario(&sc, &profile, &dir(k, "rs")).unwrap();
     }
     // Cross copies, then damage everywhere.
     for (k, (_, c)) in cases.iter().enumerate() {
@@ -232,7 +232,7 @@ fn check_profile(root: &Path, v: &str) {
             trainer::resume(&sc, &profile, &dir(k, who), SaveMode::HfCompatible, &from).unwrap_or_else(|e| panic!("{v} case {k}: {e}"));
         }
         let expected = dir(k, "hf");
-        let err = ckptspec::pyjson::read_file(expected.join("result.json")).unwrap();
+        let err = ckptspec::formats::pyjson::read_file(expected.join("result.json")).unwrap();
         println!("{} resume {} damage {:?}: HF error {}", c.scenario, c.resume, c.damage, err.get("error").map(|e| format!("{e:?}")).unwrap_or_default());
         for who in ["rs", "hf-rs", "rs-hf"] {
             let rep = diff::compare_run_dirs(&expected, &dir(k, who)).unwrap();

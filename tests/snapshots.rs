@@ -1,5 +1,5 @@
 //! One insta snapshot per golden scenario and run of releases with one view: the spec-like view
-//! of `ckptspec::snapshot` (timeline, checkpoints left, best checkpoint or error) of the golden run
+//! of `ckptspec::harness::snapshot` (timeline, checkpoints left, best checkpoint or error) of the golden run
 //! directory, with the saves and deletions the Rust reference trainer's executor recorded for the
 //! same scenario (its run directory equals the golden one: tests/conformance.rs). Consecutive
 //! releases whose views are equal share one snapshot, named by the range
@@ -10,8 +10,8 @@
 //! --test snapshots` and `git diff tests/snapshots/`. Without INSTA_UPDATE a changed snapshot
 //! fails the test (with CI=true nothing is written); a snapshot no range names any more fails
 //! the test too (`stale snapshot`), so the folder holds exactly the current eras.
-use ckptspec::profile::{self, Profile};
-use ckptspec::scenario::Scenario;
+use ckptspec::hf::profile::{self, Profile};
+use ckptspec::world::scenario::Scenario;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -37,7 +37,7 @@ fn golden() {
                 }
                 let tmp = tempfile::tempdir().unwrap();
                 let events = ckptspec::trainer::run_traced(sc, p, tmp.path()).unwrap();
-                let view = ckptspec::snapshot::run_dir_view_traced(&run_dir, &sc.name, &events).unwrap();
+                let view = ckptspec::harness::snapshot::run_dir_view_traced(&run_dir, &sc.name, &events).unwrap();
                 match runs.last_mut() {
                     Some((_, last, prev)) if *prev == view => *last = v,
                     _ => runs.push((v, v, view)),

@@ -10,7 +10,7 @@
 //! `serde_json::Value` cannot hold NaN or infinities, hence [`PyJson`]; `From<&serde_json::Value>`
 //! converts the common case and [`dumps_value`] writes a `serde_json::Value` directly.
 
-use crate::torch_format::{FormatError, Result};
+use crate::formats::torch_format::{FormatError, Result};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -641,6 +641,28 @@ pub fn write_file(
         Ok(())
     };
     run().map_err(|e| e.at(path))
+}
+
+/// Python's `repr(str)`: single quotes unless the text holds a single quote and no double one.
+pub fn py_str_repr(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
 }
 
 #[cfg(test)]

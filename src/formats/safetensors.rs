@@ -4,7 +4,7 @@
 //! padded with spaces to a multiple of 8, then the tensor bytes in header order.
 //! Tensor data is streamed from borrowed slices or [`ByteSource`]s.
 
-use crate::torch_format::{ByteSource, DType, FileRange, FormatError, Result, Tensor};
+use crate::formats::torch_format::{ByteSource, DType, FileRange, FormatError, Result, Tensor};
 use serde_json::{Map, Value as Json};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};

@@ -2,7 +2,7 @@
 //! `get_greedy_schedule(optimizer, **lr_scheduler_kwargs)` = `GreedyLR(optimizer, **kwargs)`)
 //! as a pure state machine with the same f64 operations in the same order as Python.
 //!
-//! Like [`crate::plateau`], Python keeps the type of each keyword argument (an int `min_lr=0`
+//! Like [`crate::numerics::plateau`], Python keeps the type of each keyword argument (an int `min_lr=0`
 //! can land in the optimizer's `lr` and in the state dict as an int; a float `cooldown=2.0`
 //! makes `cooldown_counter` a float), so numbers are [`PyNum`].
 //!
@@ -12,9 +12,9 @@
 //! it with a `TypeError` of our own wording). `bool`s given for numeric kwargs are treated as
 //! ints 0/1 (Python would keep the `bool` in the state dict).
 
-use crate::optim::PyValue;
-pub use crate::plateau::{Mode, PyError, PyNum, ThresholdMode};
+use crate::numerics::optim::PyValue;
 use serde_json::Value;
+pub use crate::numerics::plateau::{Mode, PyError, PyNum, ThresholdMode};
 
 const KWARGS: [&str; 14] = [
     "mode",
@@ -33,8 +33,8 @@ const KWARGS: [&str; 14] = [
     "reset_start",
 ];
 
-use crate::hf_error::py_str_repr;
-use crate::plateau::{num, py_type_name};
+use crate::formats::pyjson::py_str_repr;
+use crate::numerics::plateau::{num, py_type_name};
 
 fn err(t: &str, m: impl Into<String>) -> PyError {
     PyError::new(t, m)
@@ -450,7 +450,7 @@ impl Greedy {
     /// there, every group's lr set to it). `lrs`: the groups' lrs `optimizer.load_state_dict`
     /// restored just before.
     pub fn load_state_dict(&mut self, sd: &PyValue, lrs: Vec<PyNum>) -> Result<(), String> {
-        use crate::plateau::py_num;
+        use crate::numerics::plateau::py_num;
         let n = |k: &str, cur: PyNum| -> Result<PyNum, String> {
             sd.get(k).map_or(Ok(cur), |v| py_num(v).ok_or(format!("scheduler.pt: {k} is not a number")))
         };

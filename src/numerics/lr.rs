@@ -12,7 +12,8 @@
 //! ([`Schedule::lr_during_step`]); 4.31.0 reads `get_last_lr()[0]` at log time, after
 //! `scheduler.step()`: `base_lr * lambda(t)` ([`Schedule::lr_after_steps`]).
 
-use crate::optim::{PyValue, TorchLayout};
+use crate::hf::behaviors::TorchLayout;
+use crate::numerics::optim::PyValue;
 
 /// The schedule shapes implemented (HF `SchedulerType` names in the docs).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,11 +1,16 @@
 //! torch's and transformers' arithmetic, bit for bit for the contract's model: the learning-rate
 //! schedules, AdamW and SGD, ReduceLROnPlateau and GreedyLR, the RNGs (MT19937, torch's
 //! generator, CPython's and numpy's states) and the order of the training data.
+//! Python's `round` and numpy's float32 mean ([`py_math`]) for the logged numbers.
+//!
+//! Invariant: uses [`crate::formats`] and [`crate::hf`] only (a torch release's numeric details
+//! come from [`crate::hf::behaviors::TorchLayout`]); no I/O, no decisions.
 
 pub mod greedy;
 pub mod lr;
 pub mod optim;
 pub mod plateau;
+pub mod py_math;
 pub mod rng;
 pub mod sampler;
 pub mod sgd;

@@ -30,10 +30,9 @@
 use tch::Tensor;
 
 /// State dicts are values of the pickle layer (`torch_format::Value`): what `torch.save` writes.
-pub use crate::torch_format::Value as PyValue;
+pub use crate::formats::torch_format::Value as PyValue;
 
-/// What the torch release writes and computes differently (the torch table of [`crate::profile`]).
-pub use crate::profile::TorchLayout;
+use crate::hf::behaviors::TorchLayout;
 
 
 /// The update rule (named after the implementation that runs, not the HF version).

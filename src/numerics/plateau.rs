@@ -5,11 +5,12 @@
 //! Python keeps the type of each keyword argument (an int `min_lr=0` stays an int in the state
 //! dict, a float `cooldown=2.0` makes `cooldown_counter` a float), so numbers are [`PyNum`].
 
-use crate::optim::{PyValue, TorchLayout};
+use crate::hf::behaviors::TorchLayout;
+use crate::numerics::optim::PyValue;
 use serde_json::Value;
 
 /// A Python number as passed in (`int` or `float`): the crate's one Python-number type.
-pub use crate::args::Num as PyNum;
+pub use crate::hf::args::Num as PyNum;
 
 /// A Python exception: class name and `str(exception)`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,39 +26,8 @@
 //! `random.seed(seed)`'s and `np.random.seed(seed)`'s untouched states and the torch generator
 //! after `2 * (number of int64 draws)` 32-bit draws.
 
-use crate::rng::TorchGenerator;
-
-/// How the training sampler is seeded (named after the mechanism, not the version).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SamplerKind {
-    /// accelerate's `SeedableRandomSampler`: epoch `e` is `randperm(n)` of a generator seeded
-    /// with `(data_seed or seed) + e`. Used by transformers 5.24.0 / accelerate 1.15.0.
-    SeedableEpochSeed,
-    /// accelerate 0.25's `SeedableRandomSampler`, which the Trainer does not `set_epoch`: it
-    /// counts its own epochs and, from the second iteration on, adds the epoch to the seed its
-    /// generator was last seeded with, so epoch `e` uses `seed + e (e + 1) / 2` (42, 43, 45,
-    /// 48, ...). `data_seed` is ignored. Used by transformers 4.36.2 / accelerate 0.25.0.
-    SeedableCumulativeSeed,
-    /// torch `RandomSampler` without generator: each epoch's permutation comes from a generator
-    /// seeded by an int64 drawn from the global torch generator. Used by transformers 4.31.0 /
-    /// accelerate 0.21.0 (which ignores `data_seed`).
-    GlobalDrawnSeed,
-}
-
-/// How a resumed `train()` passes over the epochs its checkpoint already trained (HF's
-/// "Skip the first epochs_trained epochs to get the random state of the dataloader at the right
-/// point"; see `ResumeBehaviors::skip_trained_epochs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EpochSkip {
-    /// `for _ in train_dataloader: break`: a DataLoader iterator (its `_base_seed` draw) and one
-    /// batch (a torch `RandomSampler` draws its seed).
-    FirstBatch,
-    /// `_ = list(sampler)`: the sampler alone (a torch `RandomSampler` draws its seed; no
-    /// DataLoader iterator).
-    WholeSampler,
-    /// Nothing: the sampler's epoch is set directly.
-    None,
-}
+use crate::hf::behaviors::{EpochSkip, SamplerKind};
+use crate::numerics::rng::TorchGenerator;
 
 /// The order of one epoch for [`SamplerKind::SeedableEpochSeed`]: `randperm(n)` of a generator
 /// seeded with `(data_seed.unwrap_or(seed)) + epoch`.

@@ -1,7 +1,8 @@
 //! `torch.optim.SGD` as HF builds it for `optim="sgd"` (no momentum, no weight decay): one
 //! `param.add_(grad, alpha=-lr)` per parameter, in float32.
 
-use crate::optim::{Param, PyValue, TorchLayout};
+use crate::hf::behaviors::TorchLayout;
+use crate::numerics::optim::{Param, PyValue};
 
 #[derive(Debug, Clone)]
 pub struct Sgd {

@@ -1,19 +1,10 @@
 //! Best-metric tracking: which evaluation counts, how it compares, and what HF raises when the
 //! metric is missing. Pure: the executor passes observations in and applies the result.
 
-use crate::hf_error::HfError;
-use crate::profile::KeyErrorText;
-use crate::pyjson::PyJson;
-
-/// `metric_for_best_model` as HF looks it up: `eval_` prefixed unless it already is.
-/// Idempotent: `eval_prefixed(eval_prefixed(m)) == eval_prefixed(m)`.
-pub fn eval_prefixed(metric: &str) -> String {
-    if metric.starts_with("eval_") {
-        metric.to_string()
-    } else {
-        format!("eval_{metric}")
-    }
-}
+use crate::formats::pyjson::PyJson;
+use crate::hf::behaviors::KeyErrorText;
+use crate::hf::error::HfError;
+use crate::hf::state::Best;
 
 /// A metric value as numpy's `np.greater` / `np.less` sees it.
 pub fn as_f64(v: &PyJson) -> Option<f64> {
@@ -39,7 +30,7 @@ pub fn lookup(metrics: &[(String, PyJson)], key: &str, text: KeyErrorText) -> Re
     if let Some((_, v)) = metrics.iter().find(|(k, _)| k == key) {
         return Ok(v.clone());
     }
-    let keys: Vec<String> = metrics.iter().map(|(k, _)| crate::hf_error::py_str_repr(k)).collect();
+    let keys: Vec<String> = metrics.iter().map(|(k, _)| crate::formats::pyjson::py_str_repr(k)).collect();
     let head = format!(
         "The `metric_for_best_model` training argument is set to '{key}', which is not found in the evaluation metrics. The available evaluation metrics are: [{}].",
         keys.join(", ")
@@ -53,14 +44,8 @@ pub fn lookup(metrics: &[(String, PyJson)], key: &str, text: KeyErrorText) -> Re
     })
 }
 
-/// The best-tracking part of TrainerState.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Best {
-    pub best_metric: Option<PyJson>,
-    pub best_global_step: Option<u64>,
-    pub best_model_checkpoint: Option<String>,
-}
-
+/// The rules of the best-tracking part of TrainerState ([`Best`] is TrainerState's data, in
+/// [`crate::hf::state`]; how it changes after an evaluation or a save is decided here).
 impl Best {
     /// 4.47+ `_determine_best_metric`, after every training evaluation. Returns whether the
     /// value is a new best; `records_step` is whether the save strategy records the step.

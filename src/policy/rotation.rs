@@ -1,8 +1,8 @@
 //! `save_total_limit`: which checkpoint folders to delete. Pure: the executor lists the folders
 //! (name and mtime) and deletes what this returns.
 
-use crate::hf_error::HfError;
-use crate::profile::RotationOrder;
+use crate::hf::behaviors::{Protection, RotationOrder};
+use crate::hf::error::HfError;
 
 /// A `checkpoint-*` folder as HF's glob sees it: its path as HF spells it
 /// (`<output_dir>/checkpoint-N`) and its modification time in seconds.
@@ -88,17 +88,6 @@ pub fn normalize(p: &str) -> String {
     }
 }
 
-/// How the best checkpoint is protected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protection {
-    /// The best is bubbled to second-to-last; `save_total_limit=1` keeps 2 when the best is not
-    /// the newest. `guarded`: a best missing from the list is skipped (4.35+) instead of raising
-    /// `ValueError: '<path>' is not in list`. (5.2 rewrote this as "protect the newest and the
-    /// best, delete the oldest others down to max(limit, protected)": the same deletions, so it is
-    /// not a behavior change.)
-    Bubble { guarded: bool },
-}
-
 /// `_sorted_checkpoints`' protection of the best: the best is bubbled to second-to-last. It runs
 /// before `_rotate_checkpoints` compares the count with the limit, so the unguarded lookup
 /// (4.31-4.34) raises even when nothing would be deleted. The end of `train()` calls it too
@@ -114,7 +103,7 @@ pub fn protect_best(sorted: &[String], best: Option<&str>, protection: Protectio
                 v.swap(j, j + 1);
             }
         }
-        None if !guarded => return Err(HfError::value(format!("{} is not in list", crate::hf_error::py_str_repr(&nb)))),
+        None if !guarded => return Err(HfError::value(format!("{} is not in list", crate::formats::pyjson::py_str_repr(&nb)))),
         None => {}
     }
     Ok(v)

@@ -1,47 +1,10 @@
 //! When to log, evaluate, save and stop: HF's DefaultFlowCallback as pure functions of the step
 //! and the resolved intervals. The executor ORs the result into its control flags.
 
-use crate::args::{Args, Interval, Num};
-use crate::profile::{FinalSave, Profile};
-
-/// TrainerControl's flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Control {
-    pub should_training_stop: bool,
-    pub should_epoch_stop: bool,
-    pub should_save: bool,
-    pub should_evaluate: bool,
-    pub should_log: bool,
-}
-
-/// logging/eval/save intervals after ratio resolution (`ceil(max_steps * ratio)` below 1).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Intervals {
-    pub logging: Num,
-    /// `None` when `eval_steps` is unset (the state then shows the dataclass default 500).
-    pub eval: Option<Num>,
-    pub save: Num,
-}
-
-/// HF's ratio rule. `zero_is_ratio`: 4.32+ resolves any value < 1 (0 stays 0 through ceil);
-/// 4.31 skips falsy values — the result is the same number.
-pub fn resolve_ratio(n: Num, max_steps: i64) -> Num {
-    if n.f() < 1.0 {
-        Num::Int((max_steps as f64 * n.f()).ceil() as i64)
-    } else {
-        n
-    }
-}
-
-impl Intervals {
-    pub fn resolve(args: &Args, max_steps: i64) -> Intervals {
-        Intervals {
-            logging: resolve_ratio(args.logging_steps, max_steps),
-            eval: args.eval_steps.map(|e| resolve_ratio(e, max_steps)),
-            save: resolve_ratio(args.save_steps, max_steps),
-        }
-    }
-}
+use crate::hf::args::{Args, Interval, Num};
+use crate::hf::behaviors::FinalSave;
+use crate::hf::profile::Profile;
+use crate::hf::state::{Control, Intervals};
 
 /// Python's `a % b == 0` for a step and an interval.
 fn divides(step: u64, n: Num) -> bool {

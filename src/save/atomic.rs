@@ -11,11 +11,11 @@
 //! complete checkpoint whose files are on disk (each file, the folder and the parent fsynced
 //! before and after the rename). Cost: one fsync per file, one per folder and two of the parent
 //! per save (the HF-compatible mode, like HF, fsyncs nothing). tests/kill.rs kills runs with
-//! SIGKILL at random moments and at [`crate::failpoint`]s (every fsync and rename here is one)
+//! SIGKILL at random moments and at [`crate::save::failpoint`]s (every fsync and rename here is one)
 //! and checks it. Rotation's deletions are not made here: a folder the executor removes with a
 //! plain `remove_dir_all` can be left partial by a kill ([`remove_checkpoint`] cannot).
 
-use crate::failpoint;
+use crate::save::failpoint;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};

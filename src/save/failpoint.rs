@@ -12,11 +12,11 @@
 //!
 //! The events, in the order a save meets them:
 //! * `file`: a file about to be created, through the one place each kind goes through:
-//!   [`crate::fastsave::FileSink::create`] (every `write_torch` / `write_safetensors`, hence
+//!   [`crate::save::fastsave::FileSink::create`] (every `write_torch` / `write_safetensors`, hence
 //!   `optimizer.pt`, `scheduler.pt`, `rng_state.pth`, `training_args.bin` and the weights),
 //!   [`write_file`] (`store::write_text`: `trainer_state.json`, `config.json`; fastsave's
 //!   small byte files);
-//! * atomic mode ([`crate::atomic`]): `fsync` before each file's fsync of the staging folder,
+//! * atomic mode ([`crate::save::atomic`]): `fsync` before each file's fsync of the staging folder,
 //!   `fsync-dir` before the staging folder's own, `rename` (after the last fsync, before the
 //!   publishing rename; `exchange` for a re-save that swaps folders, `rename-aside` / `remove-old`
 //!   for one that cannot), `fsync-parent` (after the rename, before the parent's fsync), and

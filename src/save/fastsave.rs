@@ -4,8 +4,8 @@
 //!
 //! How it is fast (see README "Save speed" for the numbers):
 //!
-//! * **No second copy of any tensor.** The format layer ([`crate::safetensors`],
-//!   [`crate::torch_format`]) streams every tensor from a [`ByteSource`]; here that source is the
+//! * **No second copy of any tensor.** The format layer ([`crate::formats::safetensors`],
+//!   [`crate::formats::torch_format`]) streams every tensor from a [`ByteSource`]; here that source is the
 //!   tensor's own memory ([`HostChunks`]) or, for a tensor on a GPU, a small reused pinned
 //!   staging buffer ([`DeviceChunks`]). The file writer ([`FileSink`]) passes large chunks
 //!   straight to `write(2)` and coalesces only the small headers, so memory use during a save
@@ -31,9 +31,8 @@
 //! the bound the benchmarks compare against. [`Snapshot`] + [`save_owned`] give an async save:
 //! the training loop stalls only for the copy into reused buffers.
 
-use crate::safetensors::{self as st, Data, TensorRef};
-use crate::store;
-use crate::torch_format::{self as tf, contiguous_strides, ByteSource, DType, FormatError, Storage, Tensor, Value};
+use crate::formats::safetensors::{self as st, Data, TensorRef};
+use crate::formats::torch_format::{self as tf, contiguous_strides, ByteSource, DType, FormatError, Storage, Tensor, Value};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -75,7 +74,7 @@ pub struct SaveOptions {
     pub serialization_id: tf::SerializationId,
     /// Atomic mode (beyond HF): [`save`] writes `dir`'s files durably into a staging folder beside
     /// it (a name HF's `get_last_checkpoint` and rotation never match; a leftover of a killed
-    /// save is removed first), then publishes the folder by one rename ([`crate::atomic`]): a
+    /// save is removed first), then publishes the folder by one rename ([`crate::save::atomic`]): a
     /// crash leaves either no `dir` or a complete one. Implies `durable`.
     pub atomic: bool,
 }
@@ -304,16 +303,16 @@ pub struct FileSink {
     pos: u64,
     kicked: u64,
     kick: bool,
-    /// An armed `mid` failpoint ([`crate::failpoint`]): every byte is kept in `buf`, and
+    /// An armed `mid` failpoint ([`crate::save::failpoint`]): every byte is kept in `buf`, and
     /// [`FileSink::finish`] writes the first half and kills the process.
     tear: bool,
 }
 
 impl FileSink {
-    /// Creates the file (a [`crate::failpoint::file`] event: every checkpoint file but the
+    /// Creates the file (a [`crate::save::failpoint::file`] event: every checkpoint file but the
     /// small text ones comes through here).
     pub fn create(path: &Path, early_writeback: bool) -> io::Result<FileSink> {
-        let tear = crate::failpoint::file(path) == crate::failpoint::Next::Tear;
+        let tear = crate::save::failpoint::file(path) == crate::save::failpoint::Next::Tear;
         Ok(FileSink { f: File::create(path)?, buf: Vec::with_capacity(SMALL_BUF), pos: 0, kicked: 0, kick: early_writeback, tear })
     }
     fn flush_buf(&mut self) -> io::Result<()> {
@@ -335,7 +334,7 @@ impl FileSink {
         if self.tear {
             let half = self.buf.len() / 2;
             self.f.write_all(&self.buf[..half])?;
-            crate::failpoint::die();
+            crate::save::failpoint::die();
         }
         self.flush_buf()?;
         if durable {
@@ -483,7 +482,7 @@ fn write_small(dir: &Path, name: &str, s: &Small, opts: &SaveOptions) -> Result<
     let path = dir.join(name);
     match s {
         Small::Bytes(b) => {
-            crate::failpoint::write_file(&path, b).map_err(|x| format!("{}: {x}", path.display()))?;
+            crate::save::failpoint::write_file(&path, b).map_err(|x| format!("{}: {x}", path.display()))?;
             Ok(b.len() as u64)
         }
         Small::Torch(v) => write_torch(&path, v, &SaveOptions { durable: false, ..opts.clone() }),
@@ -503,10 +502,10 @@ pub fn save(dir: &Path, ckpt: &Checkpoint<'_>, opts: &SaveOptions) -> Result<Sav
         };
         let io = |x: io::Error| format!("{}: {x}", dir.display());
         fs::create_dir_all(out).map_err(io)?;
-        crate::atomic::remove_leftovers(out).map_err(io)?;
-        let staging = crate::atomic::staging_dir(out, folder);
+        crate::save::atomic::remove_leftovers(out).map_err(io)?;
+        let staging = crate::save::atomic::staging_dir(out, folder);
         let mut rep = save(&staging, ckpt, &SaveOptions { atomic: false, durable: true, ..opts.clone() })?;
-        crate::atomic::publish(out, &staging, folder).map_err(io)?;
+        crate::save::atomic::publish(out, &staging, folder).map_err(io)?;
         rep.elapsed = t0.elapsed();
         return Ok(rep);
     }
@@ -699,160 +698,6 @@ where
         (owned, r)
     });
     PendingSave { handle }
-}
-
-// ------------------------------------------------------------------------------ a test model
-
-/// A model like the one the benchmarks time on the HF side: `layers` × `nn.Linear(hidden,
-/// hidden)` (`layers.{i}.weight`, `layers.{i}.bias`), float32, with AdamW state after `step`
-/// steps. Sizes used: 1M = (512, 4), 10M = (1024, 10), 100M = (2048, 24).
-pub struct Mlp {
-    pub hidden: i64,
-    pub layers: i64,
-    /// In state-dict order.
-    pub weights: Vec<(String, tch::Tensor)>,
-    /// In torch's optimizer numbering: HF's decay group (the weights) first, then the biases.
-    pub exp_avg: Vec<tch::Tensor>,
-    pub exp_avg_sq: Vec<tch::Tensor>,
-    pub step: f32,
-}
-
-/// `(hidden, layers)` for about `p` parameters, as the benchmarks use them.
-pub fn mlp_shape(p: u64) -> (i64, i64) {
-    match p {
-        0..=3_000_000 => (512, 4),
-        3_000_001..=30_000_000 => (1024, 10),
-        _ => (2048, 24),
-    }
-}
-
-impl Mlp {
-    /// Random values (seeded), on `device`.
-    pub fn new(hidden: i64, layers: i64, device: tch::Device) -> Mlp {
-        tch::manual_seed(0);
-        let opts = (tch::Kind::Float, device);
-        let mut weights = Vec::new();
-        for i in 0..layers {
-            weights.push((format!("layers.{i}.weight"), tch::Tensor::randn([hidden, hidden], opts) * 0.02));
-            weights.push((format!("layers.{i}.bias"), tch::Tensor::randn([hidden], opts) * 0.02));
-        }
-        let order = Self::optimizer_order(layers);
-        let exp_avg = order.iter().map(|&k| tch::Tensor::randn(weights[k].1.size(), opts) * 1e-3).collect();
-        let exp_avg_sq = order.iter().map(|&k| tch::Tensor::rand(weights[k].1.size(), opts) * 1e-6).collect();
-        Mlp { hidden, layers, weights, exp_avg, exp_avg_sq, step: 2.0 }
-    }
-
-    /// State-dict indices in optimizer order (weights, then biases).
-    fn optimizer_order(layers: i64) -> Vec<usize> {
-        let l = layers as usize;
-        (0..l).map(|i| 2 * i).chain((0..l).map(|i| 2 * i + 1)).collect()
-    }
-
-    pub fn num_params(&self) -> u64 {
-        self.weights.iter().map(|(_, t)| t.numel() as u64).sum()
-    }
-
-    /// Every tensor of the checkpoint, weights first (for snapshots).
-    pub fn all_tensors(&self) -> Vec<&tch::Tensor> {
-        self.weights.iter().map(|(_, t)| t).chain(self.exp_avg.iter()).chain(self.exp_avg_sq.iter()).collect()
-    }
-
-    /// Rebuilds an `Mlp` view over snapshot buffers (same order as [`Mlp::all_tensors`]).
-    pub fn from_snapshot(like: &Mlp, snap: &Snapshot) -> Mlp {
-        let n = like.weights.len();
-        let t = &snap.tensors;
-        Mlp {
-            hidden: like.hidden,
-            layers: like.layers,
-            weights: like.weights.iter().zip(&t[..n]).map(|((k, _), v)| (k.clone(), v.shallow_clone())).collect(),
-            exp_avg: t[n..2 * n].iter().map(|v| v.shallow_clone()).collect(),
-            exp_avg_sq: t[2 * n..].iter().map(|v| v.shallow_clone()).collect(),
-            step: like.step,
-        }
-    }
-
-    /// The bytes of `model.safetensors` tensors and of the optimizer moments, as [`raw_write`]
-    /// groups for `dir/model.raw` and `dir/optimizer.raw`.
-    pub fn raw_groups(&self, dir: &Path) -> Vec<(PathBuf, Vec<&tch::Tensor>)> {
-        vec![
-            (dir.join("model.raw"), self.weights.iter().map(|(_, t)| t).collect()),
-            (dir.join("optimizer.raw"), self.exp_avg.iter().chain(self.exp_avg_sq.iter()).collect()),
-        ]
-    }
-
-    /// The checkpoint HF 5.24.0 writes for this model after `step` steps of AdamW
-    /// (`optim="adamw_torch"`, lr 5e-5, linear schedule over 100 steps).
-    pub fn checkpoint(&self, hf_version: &str) -> Result<Checkpoint<'_>> {
-        use crate::optim::{AdamW, AdamWKind};
-        let profile = crate::profile::Profile::get(hf_version)?;
-        let layout = profile.torch_layout;
-        let l = self.layers as usize;
-        let step = self.step as i64;
-        let decay: Vec<bool> = (0..2 * l).map(|i| i < l).collect();
-        let base_lr = 5e-5;
-        let sched = crate::lr::Schedule { kind: crate::lr::ScheduleKind::Linear, warmup: 0.0, num_training_steps: 100 };
-        let lr = sched.lr_after_steps(base_lr, step);
-        let mut adam = AdamW::hf(AdamWKind::TorchSingleTensor, layout, lr, (0.9, 0.999), 1e-8, 0.0, &decay);
-        for g in adam.groups.iter_mut() {
-            g.initial_lr = Some(base_lr);
-        }
-        let groups = adam.state_dict();
-        let param_groups = groups.get("param_groups").cloned().ok_or("no param_groups")?;
-        let entries = (0..2 * l)
-            .map(|i| AdamEntry { step: self.step, exp_avg: &self.exp_avg[i], exp_avg_sq: &self.exp_avg_sq[i] })
-            .collect();
-        let sched_sd = crate::lr::LambdaLrState::new(&sched, base_lr, 2, step).to_py(layout);
-        let mut state = crate::state::TrainerState::new(&profile);
-        state.global_step = step as u64;
-        state.max_steps = 100;
-        state.num_train_epochs = 1;
-        let args = crate::args::resolve(&serde_json::Map::new(), &profile).map_err(|x| format!("{x:?}"))?;
-        let config = format!(
-            "{{\n  \"architectures\": [\n    \"MLP\"\n  ],\n  \"dtype\": \"float32\",\n  \"hidden\": {},\n  \"layers\": {},\n  \"model_type\": \"perf_mlp\",\n  \"transformers_version\": \"{}\"\n}}\n",
-            self.hidden, self.layers, profile.version
-        );
-        let p1 = profile.clone();
-        let p2 = profile.clone();
-        let state_json = state.to_json_string(&profile);
-        Ok(Checkpoint {
-            weights: self.weights.iter().map(|(k, t)| (k.clone(), t)).collect(),
-            weights_metadata: vec![("format".into(), "pt".into())],
-            optimizer: Some(AdamState { entries, param_groups }),
-            small: vec![
-                ("config.json".into(), Small::Bytes(config.into_bytes())),
-                ("training_args.bin".into(), Small::With(Box::new(move |d| store::write_training_args(d, &p1, &args)))),
-                ("scheduler.pt".into(), Small::Torch(sched_sd.clone())),
-                (
-                    "rng_state.pth".into(),
-                    Small::With(Box::new(move |d| {
-                        store::write_rng(d, &p2, 42, &crate::rng::TorchGenerator::new(42).get_state())
-                    })),
-                ),
-                ("trainer_state.json".into(), Small::Bytes(state_json.into_bytes())),
-            ],
-        })
-    }
-}
-
-/// Peak resident memory of this process so far (`VmHWM`), in bytes.
-pub fn peak_rss() -> Option<u64> {
-    proc_status_kib("VmHWM:").map(|k| k * 1024)
-}
-
-/// Current resident memory (`VmRSS`), in bytes.
-pub fn current_rss() -> Option<u64> {
-    proc_status_kib("VmRSS:").map(|k| k * 1024)
-}
-
-/// Resets `VmHWM` to the current RSS (Linux `clear_refs` 5); false where unsupported.
-pub fn reset_peak_rss() -> bool {
-    fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-fn proc_status_kib(key: &str) -> Option<u64> {
-    let s = fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(key))?;
-    line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// Maps a format error to this module's error type (for callers mixing both).

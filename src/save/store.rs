@@ -1,14 +1,14 @@
 //! The files of a checkpoint folder, as the version writes them. Only the executor calls this;
 //! formats live in `torch_format`, `safetensors` and `pyjson`.
 
-use crate::args::Args;
-use crate::optim::PyValue;
-use crate::profile::Profile;
-use crate::pyjson::{self, DumpOptions, PyJson};
-use crate::rng::{NumpyRandomState, PythonRandomState};
-use crate::fastsave;
-use crate::safetensors;
-use crate::torch_format::{self, Tensor, Value};
+use crate::formats::pyjson::{self, DumpOptions, PyJson};
+use crate::formats::safetensors;
+use crate::formats::torch_format::{self, Tensor, Value};
+use crate::hf::args::Args;
+use crate::hf::profile::Profile;
+use crate::numerics::optim::PyValue;
+use crate::numerics::rng::{NumpyRandomState, PythonRandomState};
+use crate::save::fastsave;
 use std::path::Path;
 
 pub type Result<T> = std::result::Result<T, String>;
@@ -42,9 +42,9 @@ pub fn write_weights(dir: &Path, profile: &Profile, file: &str, a: f32, b: f32) 
 }
 
 /// A small text file of a checkpoint (`trainer_state.json`, `config.json`): one place for every
-/// such write (a [`crate::failpoint`] file event).
+/// such write (a [`crate::save::failpoint`] file event).
 pub fn write_text(path: &Path, text: &str) -> Result<()> {
-    crate::failpoint::write_file(path, text.as_bytes()).map_err(e)
+    crate::save::failpoint::write_file(path, text.as_bytes()).map_err(e)
 }
 
 /// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).

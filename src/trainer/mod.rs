@@ -1,10 +1,427 @@
-//! The Rust reference Trainer: the executor ([`executor`]: HF's training loop step by step, its
-//! resume path and the plan mode), `TrainingArguments` ([`args`]), `TrainerState` ([`state`]) and
-//! HF's exceptions ([`hf_error`]).
+//! The executor: the only place that runs training and touches disk (burn-train's shape: the
+//! policies decide, this applies). It follows HF's `Trainer` method by method, one module per
+//! part of trainer.py, so that a reader can put the two side by side:
+//!
+//! | module | HF |
+//! |---|---|
+//! | this file | `Trainer.__init__`, and the runner's calls: `train()`, the `finally` calls, result.json |
+//! | [`train_loop`] | `_inner_training_loop`: the epochs, micro-batches and optimizer steps, `_maybe_log_save_evaluate`, the end of training (`_load_best_model`, the save_total_limit=1 cleanup) |
+//! | [`evaluate`] | `evaluate()` / `evaluation_loop`, `_determine_best_metric`, the ReduceLROnPlateau step |
+//! | [`callbacks`] | `EarlyStoppingCallback`, `stateful_callbacks` |
+//! | [`optimizer`] | `create_optimizer_and_scheduler` (the optimizer and scheduler HF builds) |
+//! | [`checkpoint`] | `_save_checkpoint`, `_save`, `_rotate_checkpoints`, `save_model()`, `save_state()` |
+//! | [`resume`] | `train(resume_from_checkpoint=...)`: `_load_from_checkpoint`, `_load_optimizer_and_scheduler`, `_load_rng_state` |
+//! | [`damaged`] | the exceptions HF raises for a checkpoint file cut short |
+//! | [`plan`] | plan mode: the same executor without tensor math, its evaluations fed given or assumed metrics |
+//!
+//! Every version difference comes from the [`Profile`].
+//!
+//! Invariant: uses every layer below ([`crate::save`] for the files, [`crate::policy`] for the
+//! decisions, [`crate::world`] for what it trains) and none above: the harness and the answers
+//! drive it through the entry points here.
 
-pub mod args;
-mod executor;
-pub mod hf_error;
-pub mod state;
+mod callbacks;
+mod checkpoint;
+mod damaged;
+mod evaluate;
+mod optimizer;
+mod plan;
+mod resume;
+mod train_loop;
 
-pub use executor::*;
+pub use plan::{plan, PlanMetrics, PlanTrace};
+pub use resume::ResumeFrom;
+
+use crate::formats::pyjson::{DumpOptions, PyJson};
+use crate::hf::args::{self, Args, Interval};
+use crate::hf::behaviors::CallbackRefresh;
+use crate::hf::error::HfError;
+use crate::hf::profile::Profile;
+use crate::hf::state::{Best, Control, Intervals, TrainerState};
+use crate::numerics::lr::{Schedule, ScheduleKind};
+use crate::numerics::optim::{self, AdamW};
+use crate::numerics::sampler::TrainRngTracker;
+use crate::world::data::DataSet;
+use crate::world::model::Model;
+use crate::world::scenario::{FinallyCall, Scenario, ScenarioError};
+use optimizer::{optim_kind, Optim, Scheduler};
+use plan::PlanFeed;
+use resume::Resumed;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The tool's own failures (never an HF outcome: those are recorded in result.json).
+#[derive(Debug)]
+pub enum RunError {
+    Scenario(ScenarioError),
+    Io { path: PathBuf, source: std::io::Error },
+    /// A part of the trainer that does not exist yet: reported as "not yet implemented".
+    NotImplemented(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Scenario(e) => write!(f, "{e}"),
+            RunError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            RunError::NotImplemented(what) => write!(f, "not yet implemented: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<ScenarioError> for RunError {
+    fn from(e: ScenarioError) -> Self {
+        RunError::Scenario(e)
+    }
+}
+
+struct Trainer<'a> {
+    profile: &'a Profile,
+    sc: &'a Scenario,
+    args: Args,
+    run_dir: PathBuf,
+    model: Model,
+    train: DataSet,
+    evals: Vec<DataSet>,
+    opt: Optim,
+    sched: Scheduler,
+    sched_steps: i64,
+    state: TrainerState,
+    control: Control,
+    rng: TrainRngTracker,
+    iv: Intervals,
+    tr_loss: f32,
+    total_loss_scalar: f64,
+    last_logged: u64,
+    metric_calls: Vec<usize>,
+    early_counter: i64,
+    early_counter_saved: i64,
+    current_lr: f64,
+    /// `Trainer.current_flos`: the int 0 until a batch adds its (float) estimate.
+    current_flos: args::Num,
+    events: Vec<DiskEvent>,
+    mode: SaveMode,
+    /// `false` in a plan: no tensor math (the weights stay the initial ones, losses are 0);
+    /// every decision is taken as in a trained run.
+    numerics: bool,
+    /// A plan's evaluation results (None: a trained run computes them).
+    plan: Option<PlanFeed>,
+    /// `train(resume_from_checkpoint=...)`: what was read from the checkpoint before the loop.
+    resume: Option<Resumed>,
+    /// `_initial_global_step`: the global step this `train()` call started from.
+    initial_global_step: u64,
+    /// `self._train_batch_size` from a resumed checkpoint's trainer_state.json (`train()`: "in
+    /// case of repeating the find_executable_batch_size"): where the release does so
+    /// (`batch_size_from_state`), the resumed run batches as the first did, whatever
+    /// per_device_train_batch_size now says.
+    state_batch_size: Option<usize>,
+}
+
+/// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SaveMode {
+    /// As HF does it: files written straight into `checkpoint-N` (or, for 4.36-4.38, into
+    /// `tmp-checkpoint-N` renamed at the end, as those releases do), nothing fsynced.
+    #[default]
+    HfCompatible,
+    /// Written into a staging folder HF never matches, every file and the folder fsynced, then
+    /// published by one rename and the parent fsynced; rotation after the publish; a staging
+    /// leftover of a killed run removed on the next save ([`crate::save::atomic`]).
+    Atomic,
+}
+
+/// What the executor did to checkpoint folders, in order (the snapshots' timeline).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiskEvent {
+    /// `checkpoint-<step>` written; `best` as it stands right after.
+    Saved { step: u64, folder: String, best: Best },
+    /// A folder deleted at `step`, and by which rule.
+    Deleted { step: u64, folder: String, why: DeleteRule },
+    /// Contract v2: the first run ended (and the scenario's damage was applied); the events after
+    /// this are the second Trainer's, `train(resume_from_checkpoint=...)`.
+    Resumed,
+}
+
+/// Why the executor deleted a checkpoint folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteRule {
+    /// `_rotate_checkpoints` after a save.
+    SaveTotalLimit,
+    /// `save_total_limit=1` with a best checkpoint: at the end of train(), every other folder.
+    EndOfTrainCleanup,
+}
+
+impl fmt::Display for DeleteRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeleteRule::SaveTotalLimit => "save_total_limit",
+            DeleteRule::EndOfTrainCleanup => "save_total_limit=1 end-of-train cleanup",
+        })
+    }
+}
+
+/// Runs a scenario; HF's outcome (including its errors) goes to result.json.
+pub fn run(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
+    run_traced(sc, profile, run_dir).map(|_| ())
+}
+
+/// [`run`] with the given [`SaveMode`].
+pub fn run_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<(), RunError> {
+    run_traced_with(sc, profile, run_dir, mode).map(|_| ())
+}
+
+/// [`run`], returning what happened to checkpoint folders.
+pub fn run_traced(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<Vec<DiskEvent>, RunError> {
+    run_traced_with(sc, profile, run_dir, SaveMode::HfCompatible)
+}
+
+/// [`run_traced`] with the given [`SaveMode`].
+pub fn run_traced_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode) -> Result<Vec<DiskEvent>, RunError> {
+    run_phase(sc, profile, run_dir, mode, Phase::All)
+}
+
+/// Which part of a scenario to run (contract v2). A scenario without `resume` has one run: every
+/// phase but [`Phase::Second`] is all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The first run, the damage, the resumed second run; result.json with `first`.
+    All,
+    /// The first run and the damage only; result.json is the first run's (as v1 writes it).
+    /// Cross-resume tests hand such a run directory to the other implementation.
+    First,
+    /// The second run in a run directory [`Phase::First`] left (by either implementation); the
+    /// first run's outcome is read from its result.json.
+    Second,
+}
+
+/// [`run_traced_with`] for one [`Phase`]; the events of both runs, in order.
+pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, phase: Phase) -> Result<Vec<DiskEvent>, RunError> {
+    let mut events = vec![];
+    let first = if phase == Phase::Second {
+        let path = run_dir.join("result.json");
+        let r = crate::formats::pyjson::read_file(&path).map_err(|e| RunError::Io { path: path.clone(), source: std::io::Error::other(e.to_string()) })?;
+        let (error, state) = (r.get("error").cloned().unwrap_or(PyJson::Null), r.get("final_state").cloned().unwrap_or(PyJson::Null));
+        if sc.resume.is_none() || error != PyJson::Null {
+            return Err(RunError::NotImplemented(format!("{}: the second phase needs a resume scenario whose first run succeeded", sc.name)));
+        }
+        (error, state)
+    } else {
+        let mut state_out: Option<PyJson> = None;
+        let outcome = run_inner(sc, profile, run_dir, mode, None, None, &mut state_out, &mut events);
+        let first = (error_json(outcome)?, state_out.unwrap_or(PyJson::Null));
+        match &sc.resume {
+            Some(r) if first.0 == PyJson::Null => {
+                for d in &r.damage {
+                    d.apply(run_dir).map_err(|source| RunError::Io { path: run_dir.join(d.path()), source })?;
+                }
+                if phase == Phase::First {
+                    write_result(profile, run_dir, first, None)?;
+                    return Ok(events);
+                }
+                first
+            }
+            _ => {
+                write_result(profile, run_dir, first, None)?;
+                return Ok(events);
+            }
+        }
+    };
+    let r = sc.resume.as_ref().expect("checked above");
+    let second = Scenario { args: r.args_over(&sc.args), ..sc.clone() };
+    let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
+    let mut state_out: Option<PyJson> = None;
+    events.push(DiskEvent::Resumed);
+    let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut events);
+    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
+    Ok(events)
+}
+
+/// A second `train(resume_from_checkpoint=...)` in `run_dir`, by a fresh Trainer built as for
+/// [`run`] (same scenario, same arguments), after a first run left its checkpoints in
+/// `run_dir/output`; rewrites `result.json` with this run's outcome (HF's error for a missing
+/// or damaged checkpoint included).
+///
+/// It follows each release's `train` / `_inner_training_loop` resume path (where they differ,
+/// `ResumeBehaviors`) and is checked against the real HF of every profile (tests/resume.rs):
+/// weights from the checkpoint, trainer_state.json, optimizer and scheduler (AdamW, SGD,
+/// LambdaLR, ReduceLROnPlateau, GreedyLR) when both files exist, the pass over the epochs
+/// already trained, the rng state when `rng_state.pth` exists (at the epoch's start, or at the
+/// first batch after fast-forwarding), callback states not restored
+/// (`restore_callback_states_from_checkpoint` defaults to False), and HF's exceptions for
+/// missing or truncated files.
+pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, from: &ResumeFrom) -> Result<Vec<DiskEvent>, RunError> {
+    let mut state_out: Option<PyJson> = None;
+    let mut events = vec![];
+    let outcome = run_inner(sc, profile, run_dir, mode, None, Some(from), &mut state_out, &mut events);
+    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), None)?;
+    Ok(events)
+}
+
+/// HF's outcome as result.json's `error` (an error HF raised is a result; a gap in the model is
+/// the tool's "not implemented").
+fn error_json(outcome: Result<(), HfError>) -> Result<PyJson, RunError> {
+    match outcome {
+        Ok(()) => Ok(PyJson::Null),
+        Err(HfError::NotModelled(what)) => Err(RunError::NotImplemented(what)),
+        Err(HfError::Raised { type_, message }) => Ok(PyJson::Dict(vec![
+            ("type".into(), PyJson::Str(type_)),
+            ("message".into(), PyJson::Str(message)),
+        ])),
+    }
+}
+
+/// `result.json`: (error, final_state) of the run, and of the first run of a resume scenario.
+fn write_result(profile: &Profile, run_dir: &Path, run: (PyJson, PyJson), first: Option<(PyJson, PyJson)>) -> Result<(), RunError> {
+    let mut result = vec![
+        ("hf_version".into(), PyJson::Str(profile.version.into())),
+        ("error".into(), run.0),
+        ("final_state".into(), run.1),
+    ];
+    if let Some((error, state)) = first {
+        result.push(("first".into(), PyJson::Dict(vec![("error".into(), error), ("final_state".into(), state)])));
+    }
+    let text = crate::formats::pyjson::dumps(&PyJson::Dict(result), &DumpOptions { indent: Some(2), ..DumpOptions::default() })
+        .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
+    let path = run_dir.join("result.json");
+    std::fs::write(&path, text + "\n").map_err(|source| RunError::Io { path, source })
+}
+
+fn run_inner(
+    sc: &Scenario,
+    profile: &Profile,
+    run_dir: &Path,
+    mode: SaveMode,
+    mut plan: Option<&mut PlanFeed>,
+    resume: Option<&ResumeFrom>,
+    state_out: &mut Option<PyJson>,
+    events: &mut Vec<DiskEvent>,
+) -> Result<(), HfError> {
+    let args = args::resolve(&sc.args, profile)?;
+    if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::is_modelled(k, v)) {
+        return Err(HfError::not_modelled(format!("argument {k}={v}")));
+    }
+    let mut t = Trainer::new(sc, profile, args, run_dir)?;
+    t.mode = mode;
+    if let Some(feed) = plan.as_deref_mut() {
+        t.numerics = false;
+        t.plan = Some(std::mem::replace(feed, PlanFeed { given: Default::default(), metric_keys_unknown: false, counts: vec![], assumed: vec![] }));
+    }
+    if profile.stateful_callbacks != CallbackRefresh::Absent {
+        // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
+        t.refresh_stateful_callbacks(CallbackRefresh::All);
+    }
+    let res = match resume {
+        Some(from) => t.begin_resume(from).and_then(|()| t.train()),
+        None => t.train(),
+    };
+    let res = res.and_then(|()| {
+        for call in &sc.finally_calls {
+            match call {
+                FinallyCall::SaveModel => t.save_model()?,
+                FinallyCall::SaveState => t.save_state()?,
+            }
+        }
+        Ok(())
+    });
+    *state_out = Some(t.state.to_json(profile));
+    events.append(&mut t.events);
+    if let (Some(feed), Some(done)) = (plan, t.plan.take()) {
+        *feed = done;
+    }
+    res
+}
+
+fn io_err(path: &Path, e: impl fmt::Display) -> HfError {
+    HfError::not_modelled(format!("I/O on {}: {e}", path.display()))
+}
+
+impl<'a> Trainer<'a> {
+    /// `Trainer.__init__`: model, data, the version's init-time checks.
+    pub(super) fn new(sc: &'a Scenario, profile: &'a Profile, args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
+        tch::set_num_threads(1);
+        let evals: Vec<DataSet> =
+            sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
+        if profile.init_checks_eval_dataset && args.eval_strategy != Interval::No && evals.is_empty() {
+            return Err(HfError::value(format!(
+                "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
+                args.eval_strategy.value().to_uppercase()
+            )));
+        }
+        if profile.init_checks_best_metric
+            && (args.save_strategy == Interval::Best || args.load_best_model_at_end)
+            && args.metric_for_best_model.is_none()
+        {
+            return Err(HfError::value(
+                "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
+            ));
+        }
+        // `if self.args.should_save: os.makedirs(self.args.output_dir, exist_ok=True)` (every
+        // release): an empty output_dir is not part of a run directory's structure, but a later
+        // `resume_from_checkpoint=True` lists it.
+        let out = run_dir.join("output");
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        let seed = args.seed as u64;
+        let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
+        let rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
+        let lr = args.learning_rate;
+        let decay = optim::hf_decay_mask(&["a", "b"], profile.decay_norm_patterns);
+        let opt = if args.optim == "sgd" {
+            Optim::Sgd(crate::numerics::sgd::Sgd::hf(profile.torch_layout, lr, args.weight_decay, &decay))
+        } else {
+            Optim::AdamW(AdamW::hf(
+                optim_kind(&args)?,
+                profile.torch_layout,
+                lr,
+                (args.adam_beta1, args.adam_beta2),
+                args.adam_epsilon,
+                args.weight_decay,
+                &decay,
+            ))
+        };
+        Ok(Trainer {
+            profile,
+            sc,
+            run_dir: run_dir.to_path_buf(),
+            model: Model::new(sc.model.a, sc.model.b),
+            train: DataSet::new(None, sc.data.train, 0),
+            evals,
+            opt,
+            sched: Scheduler::Lambda(Schedule { kind: ScheduleKind::Constant, warmup: 0.0, num_training_steps: 0 }),
+            sched_steps: 0,
+            state: TrainerState::new(profile),
+            control: Control::default(),
+            rng,
+            iv: Intervals::resolve(&args, 0),
+            tr_loss: 0.0,
+            total_loss_scalar: 0.0,
+            last_logged: 0,
+            metric_calls: vec![],
+            early_counter: 0,
+            early_counter_saved: 0,
+            current_lr: lr,
+            current_flos: args::Num::Int(0),
+            events: vec![],
+            mode: SaveMode::HfCompatible,
+            numerics: true,
+            plan: None,
+            resume: None,
+            initial_global_step: 0,
+            state_batch_size: None,
+            args,
+        })
+    }
+
+
+    /// `output_dir` as the runner passes it: relative, so every path HF records is relative to
+    /// the run directory (conformance/README.md).
+    pub(super) fn output_rel(&self) -> &'static str {
+        "output"
+    }
+
+    pub(super) fn output_abs(&self) -> PathBuf {
+        self.run_dir.join(self.output_rel())
+    }
+
+}

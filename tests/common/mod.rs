@@ -33,7 +33,7 @@ pub fn hf_python(root: &Path, v: &str) -> PathBuf {
     if let Ok(p) = std::env::var("CKPTSPEC_PYTHON") {
         return PathBuf::from(p);
     }
-    let venv = if v == ckptspec::profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{v}")) };
+    let venv = if v == ckptspec::hf::profile::newest() { root.join(".venv") } else { root.join(format!(".venv-hf-{v}")) };
     let py = venv.join("bin/python");
     assert!(py.exists(), "{}: no python with transformers {v} (`./dev venvs` makes every profile's venv, or set CKPTSPEC_PYTHON)", py.display());
     py

@@ -2,9 +2,9 @@
 //! `train(resume_from_checkpoint=<it>)` do with it.
 //!
 //! "Complete" means every file a save of this version writes for these arguments is present and
-//! reads fully: torch files through [`crate::torch_format`] (every zip record CRC32-checked),
-//! safetensors through [`crate::safetensors`] (offsets, sizes, every tensor read), JSON through
-//! [`crate::pyjson`] (Python's `json`, so `NaN` and `Infinity` parse). What a save writes
+//! reads fully: torch files through [`crate::formats::torch_format`] (every zip record CRC32-checked),
+//! safetensors through [`crate::formats::safetensors`] (offsets, sizes, every tensor read), JSON through
+//! [`crate::formats::pyjson`] (Python's `json`, so `NaN` and `Infinity` parse). What a save writes
 //! (`_save_checkpoint`, every release 4.31-5.24): the weights (`model.safetensors`, or
 //! `pytorch_model.bin` where `save_safetensors` exists and is False), `config.json` (a
 //! `PreTrainedModel`), `training_args.bin`, `trainer_state.json`, and unless `save_only_model`
@@ -36,11 +36,11 @@
 //! * `training_args.bin` is never read by a resume: missing or corrupt, the checkpoint is
 //!   incomplete but resumes.
 
-use super::training_args::{self, TrainingArgsFile};
-use crate::profile::Profile;
-use crate::pyjson::PyJson;
-use crate::torch_format::{self, FormatError, LoadOptions, Value};
+use crate::formats::pyjson::PyJson;
+use crate::formats::torch_format::{self, FormatError, LoadOptions, Value};
+use crate::hf::profile::Profile;
 use std::path::{Path, PathBuf};
+use super::training_args::{self, TrainingArgsFile};
 
 /// What one file of the folder turned out to be.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,7 +124,7 @@ impl Expect {
         }
     }
 
-    /// The weights file a save writes (as [`crate::args::Args::weights_file`]).
+    /// The weights file a save writes (as [`crate::hf::args::Args::weights_file`]).
     pub fn weights_file(&self) -> &'static str {
         if self.save_safetensors == Some(false) {
             "pytorch_model.bin"
@@ -134,7 +134,7 @@ impl Expect {
     }
 }
 
-pub use crate::rotation::hf_step;
+pub use crate::policy::rotation::hf_step;
 
 pub(crate) fn mtime_of(p: &Path) -> Option<f64> {
     let m = std::fs::metadata(p).ok()?.modified().ok()?;
@@ -143,7 +143,7 @@ pub(crate) fn mtime_of(p: &Path) -> Option<f64> {
 
 /// The field names of the version's `TrainerState` (its dataclass, as `asdict` writes it).
 pub fn state_fields(profile: &Profile) -> Vec<String> {
-    match crate::state::TrainerState::new(profile).to_json(profile) {
+    match crate::hf::state::TrainerState::new(profile).to_json(profile) {
         PyJson::Dict(d) => d.into_iter().map(|(k, _)| k).collect(),
         _ => vec![],
     }
@@ -224,7 +224,7 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
 
     // config.json.
     let config_state = if has("config.json") {
-        match crate::pyjson::read_file(dir.join("config.json")) {
+        match crate::formats::pyjson::read_file(dir.join("config.json")) {
             Ok(PyJson::Dict(d)) => {
                 c.config_version = d.iter().rev().find(|(k, _)| k == "transformers_version").and_then(|(_, v)| match v {
                     PyJson::Str(s) => Some(s.clone()),
@@ -247,7 +247,7 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     let fields = state_fields(profile);
     let ts_state = if has("trainer_state.json") {
         let p = dir.join("trainer_state.json");
-        match crate::pyjson::read_file(&p) {
+        match crate::formats::pyjson::read_file(&p) {
             Ok(v @ PyJson::Dict(_)) => {
                 let unknown: Vec<String> = match &v {
                     PyJson::Dict(d) => d.iter().map(|(k, _)| k.clone()).filter(|k| !fields.contains(k)).collect(),
@@ -314,7 +314,7 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         let st = if p.is_dir() {
             continue;
         } else if f.ends_with(".json") {
-            match crate::pyjson::read_file(&p) {
+            match crate::formats::pyjson::read_file(&p) {
                 Ok(_) => FileState::Ok,
                 Err(e) => FileState::Corrupt(training_args::strip_path(&e.to_string(), &p)),
             }
@@ -475,8 +475,8 @@ fn check_torch(path: &Path, kind: Kind) -> FileState {
 fn check_weights(path: &Path) -> FileState {
     if path.extension().is_some_and(|e| e == "safetensors") {
         // The header (sizes, dtypes, offsets tiling the data), then each tensor read, one at a time.
-        let read = || -> crate::torch_format::Result<()> {
-            let st = crate::safetensors::read_header(path)?;
+        let read = || -> torch_format::Result<()> {
+            let st = crate::formats::safetensors::read_header(path)?;
             for t in &st.tensors {
                 st.tensor(t)?;
             }
@@ -499,7 +499,7 @@ fn check_weights(path: &Path) -> FileState {
 /// A sharded checkpoint: the index parses and every shard it names reads.
 fn check_index(dir: &Path, index: &str) -> FileState {
     let p = dir.join(index);
-    let v = match crate::pyjson::read_file(&p) {
+    let v = match crate::formats::pyjson::read_file(&p) {
         Ok(v) => v,
         Err(e) => return FileState::Corrupt(training_args::strip_path(&e.to_string(), &p)),
     };

@@ -13,8 +13,8 @@
 //! folder's own `trainer_state.json` (`save_state()`), else the checkpoint that the most
 //! checkpoints (itself included) are consistent with (ties: the higher step, HF's own pick).
 
+use crate::formats::pyjson::PyJson;
 use super::checkpoint::{int, Checkpoint};
-use crate::pyjson::PyJson;
 
 /// Where the reference state comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,7 +116,7 @@ pub fn relation(c: &Checkpoint, r: &PyJson) -> Relation {
 }
 
 fn show(v: &PyJson) -> String {
-    crate::pyjson::dumps(v, &crate::pyjson::DumpOptions::default()).unwrap_or_else(|_| format!("{v:?}"))
+    crate::formats::pyjson::dumps(v, &crate::formats::pyjson::DumpOptions::default()).unwrap_or_else(|_| format!("{v:?}"))
 }
 
 /// Builds the lineage from the run's own final states (if any) and its checkpoints.

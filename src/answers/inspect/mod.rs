@@ -11,7 +11,7 @@
 //!   does (HF's loaders, read per release).
 //! * [`lineage`]: which checkpoints belong to one run; the run's newest state.
 //! * [`resume`]: `get_last_checkpoint`, the resume verdict, a missing best folder's
-//!   consequences (the resume table in `profile.rs`).
+//!   consequences (the resume table in `src/hf/behaviors.rs`).
 //! * [`replay`]: the plan replayed from the run's arguments and logged metrics, compared
 //!   folder by folder.
 //!
@@ -24,6 +24,7 @@
 
 pub mod checkpoint;
 pub mod lineage;
+mod render;
 pub mod replay;
 pub mod resume;
 pub mod training_args;
@@ -31,8 +32,8 @@ pub mod training_args;
 pub use training_args::{read_training_args, TrainingArgsFile};
 
 use checkpoint::{Checkpoint, Expect};
-use crate::profile::Profile;
-use crate::pyjson::PyJson;
+use crate::formats::pyjson::PyJson;
+use crate::hf::profile::Profile;
 use serde_json::{json, Map, Value as J};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -142,7 +143,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     // result.json of a run directory: the run's final state and error.
     let (mut final_state, mut run_error, mut result_version) = (None, None, None);
     if run_directory && result_path.is_file() {
-        let r = crate::pyjson::read_file(&result_path).map_err(|e| e.to_string())?;
+        let r = crate::formats::pyjson::read_file(&result_path).map_err(|e| e.to_string())?;
         let PyJson::Dict(_) = &r else { return Err(format!("{}: not a JSON object", result_path.display())) };
         match r.get("final_state") {
             Some(s @ PyJson::Dict(_)) => final_state = Some(s.clone()),
@@ -181,7 +182,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
                 name: name.clone(),
                 what: format!("the staging folder of a save of step {rest} that never reached its rename (4.36-4.38 write tmp-checkpoint-N, then rename it): a save was interrupted"),
             });
-        } else if crate::atomic::is_staging_name(name) {
+        } else if crate::save::atomic::is_staging_name(name) {
             leftovers.push(Leftover { name: name.clone(), what: "a ckptspec atomic-mode staging folder: a save was interrupted before its publish".into() });
         } else if name.starts_with("checkpoint-") && checkpoint::hf_step(name).is_none() {
             notes.push(format!("{name}: not checkpoint-<digits>, so resume never picks it; HF's rotation globs checkpoint-* and, in mtime order, counts it"));
@@ -190,7 +191,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
 
     // Version.
     let config_version_of = |p: &Path| -> Option<String> {
-        match crate::pyjson::read_file(p.join("config.json")).ok()?.get("transformers_version") {
+        match crate::formats::pyjson::read_file(p.join("config.json")).ok()?.get("transformers_version") {
             Some(PyJson::Str(s)) => Some(s.clone()),
             _ => None,
         }
@@ -253,7 +254,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     let (hf_version, version_source) = version.ok_or_else(|| {
         format!("{}: no config.json, result.json or readable training_args.bin names the HF version that wrote it", out.display())
     })?;
-    let resolved = crate::profile::resolve(&hf_version).map_err(|e| format!("{}: written by transformers {hf_version}: {}", out.display(), e.replace("--hf version", "version")))?;
+    let resolved = crate::hf::profile::resolve(&hf_version).map_err(|e| format!("{}: written by transformers {hf_version}: {}", out.display(), e.replace("--hf version", "version")))?;
     let profile: &'static Profile = training_args::cached_profile(resolved.profile()).expect("resolve returns profiled versions");
 
     // Arguments: the newest checkpoint's training_args.bin, else the folder's.
@@ -281,7 +282,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     }
 
     // The run's states.
-    let folder_state = match crate::pyjson::read_file(out.join("trainer_state.json")) {
+    let folder_state = match crate::formats::pyjson::read_file(out.join("trainer_state.json")) {
         Ok(s @ PyJson::Dict(_)) => Some(s),
         Ok(_) => {
             notes.push("trainer_state.json of the output folder is not a JSON object".into());
@@ -439,8 +440,8 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         }
         seen.push(b.folder.clone());
         if let Some(d) = &output_dir_arg {
-            let parent = b.recorded.trim_end_matches('/').rsplit_once('/').map(|(p, _)| crate::rotation::normalize(p));
-            if parent.as_deref() != Some(crate::rotation::normalize(d).as_str()) {
+            let parent = b.recorded.trim_end_matches('/').rsplit_once('/').map(|(p, _)| crate::policy::rotation::normalize(p));
+            if parent.as_deref() != Some(crate::policy::rotation::normalize(d).as_str()) {
                 notes.push(format!("best_model_checkpoint {} ({}) is not under the run's output_dir {d}: the folder was moved, or another run recorded it", b.recorded, b.source));
             }
         }
@@ -596,276 +597,9 @@ fn is_eval(d: &[(String, PyJson)]) -> bool {
 }
 
 fn pyshow(v: &PyJson) -> String {
-    crate::pyjson::dumps(v, &crate::pyjson::DumpOptions::default()).unwrap_or_default()
+    crate::formats::pyjson::dumps(v, &crate::formats::pyjson::DumpOptions::default()).unwrap_or_default()
 }
 
 fn jshow(v: &J) -> String {
     serde_json::to_string(v).unwrap_or_default()
-}
-
-impl Report {
-    /// The timeline of the run's newest state: (log steps, evaluation steps, checkpoint steps
-    /// present).
-    pub fn timeline(&self) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
-        let Some(s) = &self.state else { return (vec![], vec![], vec![]) };
-        let logs = steps_with(s, |d| d.iter().any(|(k, _)| k == "loss"));
-        let evals = steps_with(s, is_eval);
-        let saves = self.checkpoints.iter().filter_map(|c| c.step).collect();
-        (logs, evals, saves)
-    }
-
-    /// The folders a problem names.
-    pub fn flagged_folders(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.problems.iter().filter_map(|p| p.folder.clone()).collect();
-        v.sort();
-        v.dedup();
-        v
-    }
-
-    pub fn to_json(&self) -> J {
-        let (logs, evals, saves) = self.timeline();
-        let get = |k: &str| self.state.as_ref().and_then(|s| s.get(k)).and_then(|v| v.to_serde().ok()).unwrap_or(J::Null);
-        // A non-finite float (a NaN best_metric) as Python writes it.
-        let get_num = |k: &str| self.state.as_ref().and_then(|s| s.get(k)).map(|v| v.to_serde().unwrap_or_else(|_| J::String(pyshow(v)))).unwrap_or(J::Null);
-        let cks: Vec<J> = self
-            .checkpoints
-            .iter()
-            .map(|c| {
-                let mut problems: Vec<String> = c.missing.iter().map(|f| format!("{f}: missing")).collect();
-                problems.extend(c.corrupt.iter().map(|(f, w)| format!("{f}: {w}")));
-                if c.sentinel {
-                    problems.push("checkpoint-is-incomplete.txt: present".into());
-                }
-                json!({
-                    "name": c.name,
-                    "step": c.step,
-                    "complete": c.complete,
-                    "problems": problems,
-                    "resume": if !c.resume_fails.is_empty() { "fails" } else if !c.resume_degraded.is_empty() { "degraded" } else { "ok" },
-                    "resume_fails": c.resume_fails,
-                    "resume_degraded": c.resume_degraded,
-                    "notes": c.notes,
-                    "transformers_version": c.config_version,
-                    "global_step": c.global_step(),
-                })
-            })
-            .collect();
-        json!({
-            "dir": self.dir.display().to_string(),
-            "output_dir": self.output_dir.display().to_string(),
-            "run_directory": self.run_directory,
-            "hf_version": self.hf_version,
-            "version_source": self.version_source,
-            "profile": self.profile,
-            "arguments_source": self.args_source,
-            "arguments": self.args,
-            "timeline": {
-                "state_source": self.state_source,
-                "global_step": get("global_step"),
-                "max_steps": get("max_steps"),
-                "epoch": get_num("epoch"),
-                "log_steps": logs,
-                "eval_steps": evals,
-                "checkpoint_steps": saves,
-                "plan_save_steps": self.replay.saves,
-                "best_metric": get_num("best_metric"),
-                "best_global_step": get("best_global_step"),
-            },
-            "checkpoints": cks,
-            "leftovers": self.leftovers.iter().map(|l| json!({"name": l.name, "what": l.what})).collect::<Vec<_>>(),
-            "best_checkpoint": self.best_checkpoint,
-            "best_exists": self.best_exists,
-            "best_pointers": self.best.iter().map(|b| json!({
-                "source": b.source, "recorded": b.recorded, "folder": b.folder, "exists": b.exists,
-                "loadable": b.loadable.as_ref().map(|r| r.is_ok()),
-            })).collect::<Vec<_>>(),
-            "resume_pick": self.resume_pick,
-            "resume_ok": self.resume_ok,
-            "resume_reasons": self.resume_reasons,
-            "replay": {
-                "compared": self.replay.compared,
-                "skipped": self.replay.skipped,
-                "inferred": self.replay.inferred,
-                "folders": self.replay.folders,
-                "deletions": self.replay.deletions.iter().map(|(s, f, w)| json!({"step": s, "folder": f, "why": w})).collect::<Vec<_>>(),
-                "error": self.replay.error,
-            },
-            "deviations": self.deviations.iter().map(|d| json!({"kind": d.kind, "folder": d.folder, "message": d.message})).collect::<Vec<_>>(),
-            "problems": self.problems.iter().map(|p| json!({"folder": p.folder, "file": p.file, "message": p.message})).collect::<Vec<_>>(),
-            "warnings": self.warnings,
-            "notes": self.notes,
-            "ok": self.problems.is_empty(),
-        })
-    }
-
-    /// The plain-words report: a section per question.
-    pub fn render(&self) -> String {
-        let mut o = String::new();
-        let w = |o: &mut String, s: String| {
-            o.push_str(&s);
-            o.push('\n');
-        };
-        w(&mut o, format!("inspect {}{}", self.output_dir.display(), if self.run_directory { " (the output/ of a run directory)" } else { "" }));
-        w(&mut o, String::new());
-        w(&mut o, "version".into());
-        let mapped = if self.profile == self.hf_version { String::new() } else { format!(", inspected with the profile of {}", self.profile) };
-        w(&mut o, format!("  transformers {}{mapped}, from {}", self.hf_version, self.version_source));
-        w(&mut o, String::new());
-        w(&mut o, "arguments".into());
-        match &self.args_source {
-            Some(s) => {
-                w(&mut o, format!("  from {s} (read without executing it); non-default:"));
-                if self.args.is_empty() {
-                    w(&mut o, "    (none)".into());
-                }
-                for (k, v) in &self.args {
-                    w(&mut o, format!("    {k} = {}", jshow(v)));
-                }
-            }
-            None => w(&mut o, "  no readable training_args.bin".into()),
-        }
-        w(&mut o, String::new());
-        w(&mut o, "timeline".into());
-        match &self.state {
-            Some(s) => {
-                let (logs, evals, saves) = self.timeline();
-                let g = |k: &str| s.get(k).map(pyshow).unwrap_or_else(|| "?".into());
-                w(&mut o, format!("  from {}: step {} of max_steps {} (epoch {})", self.state_source.clone().unwrap_or_default(), g("global_step"), g("max_steps"), g("epoch")));
-                w(&mut o, format!("  training logs at step(s): {}", replay::list(&logs)));
-                w(&mut o, format!("  evaluations at step(s):   {}", replay::list(&evals)));
-                w(&mut o, format!("  checkpoints present:      {}", replay::list(&saves)));
-                if self.replay.compared {
-                    w(&mut o, format!("  the plan saves at:        {}", replay::list(&self.replay.saves)));
-                }
-                match s.get("best_metric") {
-                    Some(PyJson::Null) | None => w(&mut o, "  best: none recorded".into()),
-                    Some(m) => {
-                        let at = s.get("best_global_step").filter(|x| **x != PyJson::Null).map(|x| format!(" at step {}", pyshow(x))).unwrap_or_default();
-                        w(&mut o, format!("  best: {}{at}, best_model_checkpoint {}", pyshow(m), g("best_model_checkpoint")));
-                    }
-                }
-            }
-            None => w(&mut o, "  no readable trainer_state.json".into()),
-        }
-        w(&mut o, String::new());
-        w(&mut o, "checkpoints".into());
-        if self.checkpoints.is_empty() {
-            w(&mut o, "  none".into());
-        }
-        for c in &self.checkpoints {
-            let head = if c.complete { "complete".to_string() } else { "INCOMPLETE".to_string() };
-            let resume = if !c.resume_fails.is_empty() {
-                "a resume from it FAILS"
-            } else if !c.resume_degraded.is_empty() {
-                "a resume from it runs but does not continue the run"
-            } else {
-                "a resume from it loads"
-            };
-            w(&mut o, format!("  {}: {head}; {resume}", c.name));
-            for f in &c.missing {
-                w(&mut o, format!("    {f}: missing"));
-            }
-            for (f, why) in &c.corrupt {
-                w(&mut o, format!("    {f}: unreadable: {why}"));
-            }
-            for r in &c.resume_fails {
-                w(&mut o, format!("    resume: {r}"));
-            }
-            for r in &c.resume_degraded {
-                w(&mut o, format!("    resume: {r}"));
-            }
-            for n in &c.notes {
-                w(&mut o, format!("    note: {n}"));
-            }
-        }
-        for l in &self.leftovers {
-            w(&mut o, format!("  {}: LEFTOVER: {}", l.name, l.what));
-        }
-        w(&mut o, String::new());
-        w(&mut o, "best checkpoint".into());
-        if self.best.is_empty() {
-            w(&mut o, "  no best_model_checkpoint recorded".into());
-        }
-        for b in &self.best {
-            let state = if !b.exists {
-                "DOES NOT EXIST".to_string()
-            } else {
-                match &b.loadable {
-                    Some(Err(e)) => format!("exists, its weights DO NOT LOAD: {e}"),
-                    _ => "exists, its weights load".to_string(),
-                }
-            };
-            w(&mut o, format!("  {} (best_model_checkpoint of {}): {state}", b.recorded, b.source));
-        }
-        w(&mut o, String::new());
-        w(&mut o, "resume".into());
-        match &self.resume_pick {
-            Some(p) => {
-                w(&mut o, format!("  resume_from_checkpoint=True picks {p} (get_last_checkpoint: the highest checkpoint-N, complete or not)"));
-                if self.resume_ok {
-                    w(&mut o, "  it loads".into());
-                } else {
-                    for r in &self.resume_reasons {
-                        w(&mut o, format!("  FAILS: {r}"));
-                    }
-                }
-            }
-            None => {
-                for r in &self.resume_reasons {
-                    w(&mut o, format!("  {r}"));
-                }
-            }
-        }
-        w(&mut o, String::new());
-        w(&mut o, "plan".into());
-        match &self.replay.skipped {
-            Some(why) => w(&mut o, format!("  not replayed: {why}")),
-            None => {
-                w(&mut o, "  replayed from the run's own arguments and logged metrics:".into());
-                for i in &self.replay.inferred {
-                    w(&mut o, format!("    {i}"));
-                }
-                if let Some(e) = &self.replay.error {
-                    w(&mut o, format!("    the replay ends in {e}"));
-                }
-                w(&mut o, format!("    the plan's folders at step {}: {}", self.replay_horizon(), if self.replay.folders.is_empty() { "none".into() } else { self.replay.folders.join(", ") }));
-            }
-        }
-        w(&mut o, String::new());
-        w(&mut o, "deviations".into());
-        if self.deviations.is_empty() {
-            w(&mut o, "  none".into());
-        }
-        for d in &self.deviations {
-            w(&mut o, format!("  [{}] {}", d.kind, d.message));
-        }
-        if !self.warnings.is_empty() {
-            w(&mut o, String::new());
-            w(&mut o, "warnings (not counted as problems)".into());
-            for x in &self.warnings {
-                w(&mut o, format!("  {x}"));
-            }
-        }
-        if !self.notes.is_empty() {
-            w(&mut o, String::new());
-            w(&mut o, "notes".into());
-            for x in &self.notes {
-                w(&mut o, format!("  {x}"));
-            }
-        }
-        w(&mut o, String::new());
-        if self.problems.is_empty() {
-            w(&mut o, "verdict: nothing here breaks a resume or load_best_model_at_end (exit 0)".into());
-        } else {
-            w(&mut o, format!("verdict: {} problem(s) (exit 1):", self.problems.len()));
-            for p in &self.problems {
-                w(&mut o, format!("  - {}", p.message));
-            }
-        }
-        o
-    }
-
-    fn replay_horizon(&self) -> String {
-        self.state.as_ref().and_then(|s| s.get("global_step")).map(pyshow).unwrap_or_else(|| "?".into())
-    }
 }

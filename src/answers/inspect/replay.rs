@@ -5,7 +5,7 @@
 //! What the replay is given, and what is inferred:
 //! * **Arguments**: the non-default keyword arguments of the run's `training_args.bin`
 //!   ([`super::training_args::TrainingArgsFile::kwargs`]), those the executor models
-//!   ([`crate::args::MODELLED`]); the runner-owned ones (`output_dir`, `logging_dir`,
+//!   ([`crate::hf::args::MODELLED`]); the runner-owned ones (`output_dir`, `logging_dir`,
 //!   `report_to`, `disable_tqdm`) and the unmodelled rest are left out and listed. An optimizer
 //!   the executor does not model is replayed as `adamw_torch`: a plan does no tensor math, and
 //!   the optimizer does not change which folders exist.
@@ -30,10 +30,10 @@
 //!   only when the run's end is known (a run directory's `result.json`, or `save_state()`'s
 //!   `trainer_state.json`) and the run went as far as the plan.
 
-use crate::pyjson::PyJson;
-use crate::scenario::{DataSpec, EarlyStoppingSpec, EvalSpec, ModelSpec, Scenario};
+use crate::formats::pyjson::PyJson;
+use crate::hf::profile::Profile;
 use crate::trainer::{self, DiskEvent, PlanMetrics};
-use crate::profile::Profile;
+use crate::world::scenario::{DataSpec, EarlyStoppingSpec, EvalSpec, ModelSpec, Scenario};
 use serde_json::{Map, Value as J};
 use std::path::PathBuf;
 
@@ -147,7 +147,7 @@ impl TempDir {
     fn new() -> std::io::Result<TempDir> {
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let p = crate::runner::scratch_root().join(format!("ckptspec-inspect-{}-{n}-{nanos}", std::process::id()));
+        let p = crate::harness::runner::scratch_root().join(format!("ckptspec-inspect-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p)?;
         Ok(TempDir(p))
     }
@@ -182,7 +182,7 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         if k == "do_eval" && v == &J::Bool(true) && evaluates {
             continue;
         }
-        if crate::args::is_modelled(k, v) {
+        if crate::hf::args::is_modelled(k, v) {
             args.insert(k.clone(), v.clone());
         } else if k == "optim" {
             out.inferred.push(format!("optim {v} is replayed as adamw_torch (a plan does no optimizer math; the folders do not depend on it)"));
@@ -393,7 +393,7 @@ struct Attempt {
 fn attempt(input: &Input, sc: &Scenario, given: &[Vec<(String, PyJson)>], out: &mut Outcome) -> Result<Result<Attempt, String>, String> {
     let tmp = TempDir::new().map_err(|e| format!("temporary folder: {e}"))?;
     let trace = trainer::plan(sc, input.profile, &tmp.0, PlanMetrics::Given(given.to_vec())).map_err(|e| format!("the replay did not run: {e}"))?;
-    let result = crate::pyjson::read_file(tmp.0.join("result.json")).map_err(|e| format!("the replay's result.json: {e}"))?;
+    let result = crate::formats::pyjson::read_file(tmp.0.join("result.json")).map_err(|e| format!("the replay's result.json: {e}"))?;
     out.error = None;
     if let Some(PyJson::Dict(e)) = result.get("error") {
         let g = |k: &str| e.iter().find(|(kk, _)| kk == k).and_then(|(_, v)| if let PyJson::Str(s) = v { Some(s.clone()) } else { None }).unwrap_or_default();
@@ -426,7 +426,7 @@ fn attempt(input: &Input, sc: &Scenario, given: &[Vec<(String, PyJson)>], out: &
     let plan_out = tmp.0.join("output");
     for (name, _, epoch) in &input.actual {
         let Some(e) = epoch else { continue };
-        let Ok(PyJson::Dict(d)) = crate::pyjson::read_file(plan_out.join(name).join("trainer_state.json")) else { continue };
+        let Ok(PyJson::Dict(d)) = crate::formats::pyjson::read_file(plan_out.join(name).join("trainer_state.json")) else { continue };
         if let Some(pe) = d.iter().find(|(k, _)| k == "epoch").and_then(|(_, v)| jnum(v)) {
             if (pe - e).abs() > 1e-9 * e.abs().max(1.0) {
                 return Ok(Err(format!("the replay's {name} is at epoch {pe}, the run's at {e}: the inferred data size does not reproduce the run")));

@@ -7,21 +7,21 @@
 //!   `tmp-checkpoint-N` and staging names never match; none at all is `ValueError("No valid
 //!   checkpoint found in output directory (...)")`. Not a behavior-table row: it never changed.
 //! * The resumed state's `best_model_checkpoint` is restored as is. When its folder is gone:
-//!   5.17+ drop it ([`crate::profile::ResumeBehaviors::drops_missing_best`]); before, it stays, and
+//!   5.17+ drop it ([`crate::hf::behaviors::ResumeBehaviors::drops_missing_best`]); before, it stays, and
 //!   - 4.31-4.34's rotation calls `list.index` on it unguarded
-//!     ([`crate::profile::Behaviors::rotation_protection`]): the first save with a
+//!     ([`crate::hf::behaviors::Behaviors::rotation_protection`]): the first save with a
 //!     `save_total_limit` raises `ValueError: '<path>' is not in list`;
 //!   - with `save_total_limit=1`, the end-of-train cleanup calls `os.path.samefile` on it from
-//!     4.32 ([`crate::profile::Behaviors::cleanup_uses_samefile`]): `FileNotFoundError`;
+//!     4.32 ([`crate::hf::behaviors::Behaviors::cleanup_uses_samefile`]): `FileNotFoundError`;
 //!   - `load_best_model_at_end` (`_load_best_model`) finds no weights there, warns "Could not
 //!     locate the best model" and keeps the last weights.
 //! * `_load_best_model` loads the weights file of the best folder (the same preference as a
 //!   resume); a present but corrupt one raises at the end of `train()`.
 
-use crate::profile::Profile;
-use crate::rotation::Protection;
+use crate::hf::behaviors::Protection;
+use crate::hf::profile::Profile;
 
-pub use crate::rotation::last_checkpoint;
+pub use crate::policy::rotation::last_checkpoint;
 
 /// What a missing best folder does to a resume of this release with these arguments.
 pub fn missing_best_consequences(profile: &Profile, best: &str, save_total_limit: Option<i64>, load_best: bool) -> (Vec<String>, Vec<String>) {

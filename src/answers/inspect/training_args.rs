@@ -1,6 +1,6 @@
 //! `training_args.bin`: the `TrainingArguments` object HF pickles into every checkpoint (and
 //! `save_model` into the output folder), read field by field with the project's restricted
-//! unpickler ([`crate::torch_format`]): nothing is imported or executed, so a hostile file can
+//! unpickler ([`crate::formats::torch_format`]): nothing is imported or executed, so a hostile file can
 //! name any class it likes and still cannot run code here.
 //!
 //! [`read_training_args`] is the public entry point (`ckptspec inspect` uses it for every
@@ -9,8 +9,8 @@
 //! keyword arguments that differ from that release's defaults in format v1 (HF 5.x) spelling,
 //! i.e. what a scenario's `args` holds.
 
-use crate::profile::{self, Profile};
-use crate::torch_format::{self, AllowList, Construct, FormatError, Global, LoadOptions, Value};
+use crate::formats::torch_format::{self, AllowList, Construct, FormatError, Global, LoadOptions, Value};
+use crate::hf::profile::{self, Profile};
 use serde_json::{Map, Value as J};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -274,7 +274,7 @@ fn dict_json(d: &[(Value, Value)]) -> J {
     for (k, v) in d {
         let key = match k.resolved() {
             Value::Str(s) => s.clone(),
-            other => crate::diff::value_repr(other),
+            other => crate::harness::diff::value_repr(other),
         };
         m.insert(key, to_json(v));
     }

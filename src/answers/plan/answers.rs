@@ -4,10 +4,10 @@
 //! for (is my last step saved, what does load_best load, do I still need save_model(), what
 //! would a resume pick).
 
-use crate::args::{Args, Interval};
-use crate::pyjson::{self, PyJson};
-use crate::scenario::Scenario;
+use crate::formats::pyjson::{self, PyJson};
+use crate::hf::args::{Args, Interval};
 use crate::trainer::{DiskEvent, PlanTrace};
+use crate::world::scenario::Scenario;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -73,18 +73,18 @@ pub struct Answers {
 }
 
 /// The number of a folder name as HF's `get_last_checkpoint` reads it (`^checkpoint\-(\d+)$`),
-/// [`crate::inspect::checkpoint::hf_step`].
+/// [`crate::answers::inspect::checkpoint::hf_step`].
 pub fn checkpoint_number(name: &str) -> Option<u64> {
-    crate::inspect::checkpoint::hf_step(name)
+    crate::answers::inspect::checkpoint::hf_step(name)
 }
 
 /// HF's `get_last_checkpoint(output_dir)` on the plan's output folder
-/// ([`crate::inspect::resume::last_checkpoint`], shared with `ckptspec inspect`).
+/// ([`crate::answers::inspect::resume::last_checkpoint`], shared with `ckptspec inspect`).
 pub fn get_last_checkpoint(output_dir: &Path) -> Option<String> {
     let entries: Vec<(String, bool)> = std::fs::read_dir(output_dir)
         .map(|rd| rd.flatten().map(|e| (e.file_name().to_string_lossy().into_owned(), e.path().is_dir())).collect())
         .unwrap_or_default();
-    crate::inspect::resume::last_checkpoint(entries.iter().map(|(n, d)| (n.as_str(), *d))).map(str::to_string)
+    crate::answers::inspect::resume::last_checkpoint(entries.iter().map(|(n, d)| (n.as_str(), *d))).map(str::to_string)
 }
 
 fn checkpoint_folders(output_dir: &Path) -> Vec<(u64, String)> {
@@ -283,7 +283,7 @@ fn timeline_events(
             if let Some(ep) = e.get("epoch") {
                 details.insert("epoch".into(), json_value(ep));
             }
-            let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::diff::is_volatile(k));
+            let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::hf::state::is_volatile(k));
             if is_eval {
                 let mut metrics = Map::new();
                 for (k, v) in shown {

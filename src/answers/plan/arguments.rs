@@ -13,9 +13,9 @@
 //! An argument is taken out only where the version has that field: a name the version does not
 //! know stays in, so the version's own TypeError is the answer, as under HF.
 
-use crate::args;
-use crate::profile::Profile;
-use crate::scenario::RUNNER_ARGS;
+use crate::hf::args;
+use crate::hf::profile::Profile;
+use crate::world::scenario::RUNNER_ARGS;
 use serde_json::{Map, Value};
 
 /// Arguments that do not affect when checkpoints are written, evaluated or deleted, with the

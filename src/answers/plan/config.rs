@@ -2,7 +2,7 @@
 //! a `training_args.bin`. Every failure is the tool's own error naming the file (and the field
 //! where there is one) and what to write instead.
 
-use crate::scenario::Scenario;
+use crate::world::scenario::Scenario;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -105,18 +105,18 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// A `training_args.bin`: the arguments that differ from its release's defaults become the
-/// keyword arguments, in format v1 spelling ([`crate::inspect::training_args`], the restricted
+/// keyword arguments, in format v1 spelling ([`crate::answers::inspect::training_args`], the restricted
 /// unpickler: nothing in the file is executed). They are read against the newest profiled release
 /// whose argument list the file fits; which releases fit is said in the output.
 fn load_training_args_bin(path: &Path) -> Result<Config, String> {
-    let file = crate::inspect::training_args::read_training_args(path)?;
+    let file = crate::answers::inspect::training_args::read_training_args(path)?;
     let (kwargs, note) = match (file.profiles.first(), file.profiles.last()) {
         (Some(first), Some(last)) => {
             let fits = if first == last { format!("HF {first}") } else { format!("HF {first} .. {last}") };
             (file.kwargs.clone(), format!("a pickled {} whose argument list fits {fits}; its arguments that differ from {last}'s defaults are the keyword arguments", file.class))
         }
         _ => {
-            let newest = crate::profile::Profile::get(crate::profile::newest())?;
+            let newest = crate::hf::profile::Profile::get(crate::hf::profile::newest())?;
             (file.kwargs(&newest), format!("a pickled {} whose argument list fits no profiled release; read against {}'s defaults", file.class, newest.version))
         }
     };

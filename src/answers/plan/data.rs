@@ -2,8 +2,8 @@
 //! through the dataloader's length: the optimizer steps per epoch, hence the epochs, the epoch
 //! ends and `max_steps` when training runs on `num_train_epochs`.
 
-use crate::args::Args;
-use crate::scenario::EvalSpec;
+use crate::hf::args::Args;
+use crate::world::scenario::EvalSpec;
 use serde_json::{Map, Value};
 
 /// The size of the eval set(s) assumed when none is given (it does not change a plan: the

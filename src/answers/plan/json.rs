@@ -2,10 +2,10 @@
 //! ("Is my last step saved?"). The fields are the text's answers as data; `null` where a
 //! version fails (`error`) or cannot be planned (`not_planned`).
 
+use serde_json::{json, Value};
 use super::answers::{Answers, Event, LoadBest};
 use super::arguments::Dropped;
 use super::VersionPlan;
-use serde_json::{json, Value};
 
 /// The object for one version.
 pub fn version(vp: &VersionPlan) -> Value {

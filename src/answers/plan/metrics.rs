@@ -6,8 +6,8 @@
 //! `--metrics-from trainer_state.json`, whose `log_history` evaluation entries are already per
 //! call.
 
-use crate::diff::is_volatile;
-use crate::pyjson::{self, PyJson};
+use crate::formats::pyjson::{self, PyJson};
+use crate::hf::state::is_volatile;
 use std::path::Path;
 
 /// One `evaluate()` call's metrics, as Python's JSON has them (NaN and Infinity included).

@@ -17,10 +17,10 @@ pub mod json;
 pub mod metrics;
 pub mod render;
 
-use crate::profile::{self, Profile};
-use crate::scenario::{DataSpec, EvalSpec, FinallyCall, ModelSpec, Scenario};
-use crate::trainer::{self, PlanMetrics};
 use config::{Config, Kind};
+use crate::hf::profile::{self, Profile};
+use crate::trainer::{self, PlanMetrics};
+use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelSpec, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,7 +110,7 @@ impl TempRun {
     fn new(version: &str) -> Result<TempRun, String> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = crate::runner::scratch_root().join(format!("ckptspec-plan-{}-{n}-{version}", std::process::id()));
+        let dir = crate::harness::runner::scratch_root().join(format!("ckptspec-plan-{}-{n}-{version}", std::process::id()));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -130,7 +130,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind == Kind::Kwargs);
     let resolved = match classified.spelling_error {
         Some(_) => None,
-        None => crate::args::resolve(&classified.args, profile).ok(),
+        None => crate::hf::args::resolve(&classified.args, profile).ok(),
     };
     let sc_rows = cfg.scenario.as_ref().map(|s| s.data.train);
     let (train, train_note) = data::train_rows(resolved.as_ref(), req.train_rows, req.steps_per_epoch, sc_rows)?;
@@ -204,13 +204,13 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
 /// `result.json` of a version that rejects the arguments before a Trainer exists, in the shape
 /// the executor writes for its own argument errors.
 fn write_rejected(run_dir: &Path, profile: &Profile, type_: &str, message: &str) -> Result<(), String> {
-    use crate::pyjson::{DumpOptions, PyJson};
+    use crate::formats::pyjson::{DumpOptions, PyJson};
     let result = PyJson::Dict(vec![
         ("hf_version".into(), PyJson::Str(profile.version.into())),
         ("error".into(), PyJson::Dict(vec![("type".into(), PyJson::Str(type_.into())), ("message".into(), PyJson::Str(message.into()))])),
         ("final_state".into(), PyJson::Null),
     ]);
-    let text = crate::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() }).map_err(|e| e.to_string())?;
+    let text = crate::formats::pyjson::dumps(&result, &DumpOptions { indent: Some(2), ..DumpOptions::default() }).map_err(|e| e.to_string())?;
     std::fs::write(run_dir.join("result.json"), text + "\n").map_err(|e| format!("{}: {e}", run_dir.display()))
 }
 
@@ -244,7 +244,7 @@ pub fn resolve_versions(hf: &[String]) -> Result<Vec<Asked>, String> {
 
 /// Plans every version on the machine's cores; in the order given.
 pub fn plan_all(cfg: &Config, req: &Request, versions: &[Asked]) -> Result<Vec<VersionPlan>, String> {
-    crate::par::map(versions.len(), crate::par::cores(), |k| {
+    crate::harness::par::map(versions.len(), crate::harness::par::cores(), |k| {
         let (asked, v, _) = &versions[k];
         Profile::get(v).and_then(|p| plan_version(cfg, req, &p, asked))
     })

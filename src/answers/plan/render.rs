@@ -2,17 +2,17 @@
 //! versions, a table of what differs between them.
 //!
 //! The timeline is the insta snapshots' view of a run directory
-//! ([`crate::snapshot::run_dir_view_traced`]), applied to the plan's run directory, with what a
+//! ([`crate::harness::snapshot::run_dir_view_traced`]), applied to the plan's run directory, with what a
 //! plan is not: no model was trained, so loss and gradient-norm values are dropped (the learning
 //! rate stays), assumed metric values are shown as `assumed` rather than as the stand-in numbers
 //! the executor was fed, and runs of steps that only log are folded into one line. One renderer,
 //! so the plan and the snapshots cannot drift apart.
 
-use super::answers::{Answers, LoadBest, ASSUMED, NOT_MEANINGFUL};
-use super::VersionPlan;
 use crate::trainer::PlanTrace;
 use std::fmt::Write as _;
 use std::path::Path;
+use super::answers::{Answers, LoadBest, ASSUMED, NOT_MEANINGFUL};
+use super::VersionPlan;
 
 /// The header of a plan's timeline.
 pub const HEADER: &str = "\
@@ -23,7 +23,7 @@ on the last). output/ stands for your output_dir.";
 
 /// The plan's timeline for one version, from its run directory.
 pub fn timeline(run_dir: &Path, title: &str, trace: &PlanTrace, best_assumed: bool) -> Result<String, String> {
-    let view = crate::snapshot::run_dir_view_traced(run_dir, title, &trace.events)?;
+    let view = crate::harness::snapshot::run_dir_view_traced(run_dir, title, &trace.events)?;
     let mut out: Vec<String> = vec![];
     let mut lines = view.lines();
     if let Some(t) = lines.next() {

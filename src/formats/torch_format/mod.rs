@@ -43,17 +43,6 @@ pub enum ArchiveStyle {
     Torch2_1,
 }
 
-impl ArchiveStyle {
-    /// The archive layout `torch.save` of a torch release writes.
-    pub fn of(torch: crate::profile::Version) -> ArchiveStyle {
-        if torch < crate::profile::Version(2, 3, 0) {
-            ArchiveStyle::Torch2_1
-        } else {
-            ArchiveStyle::Torch2_13
-        }
-    }
-}
-
 /// The `.data/serialization_id` record.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum SerializationId {

@@ -3,11 +3,11 @@
 //! calls, imports or evaluates anything. The graph then becomes a [`Value`] tree in which
 //! object identity the writer cannot infer is kept as [`Value::Shared`].
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use super::error::{FormatError, Result};
 use super::pickle_write::{minimize_twos, op};
 use super::value::{Construct, DType, Global, Object, Storage, Tensor, Value};
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 /// The globals a pickle may name.
 #[derive(Clone, Debug)]

@@ -2,10 +2,10 @@
 //! uses) emits it for the values of [`Value`]: memo puts after every memoizable object,
 //! batches of 1000 for list and dict items, torch's persistent ids for storages.
 
-use super::error::{FormatError, Result};
-use super::value::{Construct, DType, Object, Storage, Tensor, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
+use super::error::{FormatError, Result};
+use super::value::{Construct, DType, Object, Storage, Tensor, Value};
 
 #[allow(dead_code)] // the full opcode table, for reference and the reader
 pub(crate) mod op {

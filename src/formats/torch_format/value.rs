@@ -2,13 +2,13 @@
 //! Rust data. Nothing here executes anything; a Python object is its class name plus the
 //! arguments and state the pickle carries.
 
-use super::error::{FormatError, Result};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
+use super::error::{FormatError, Result};
 
 /// A Python global (a class or function) named by module and qualified name,
 /// e.g. `collections.OrderedDict`. Module names are the Python 3 ones (`builtins`,

@@ -9,9 +9,9 @@
 //! paths or duplicates are refused, and each record's CRC32 is checked when it is read
 //! (see [`read_entry`] for CRC 0).
 
-use super::error::{FormatError, Result};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use super::error::{FormatError, Result};
 
 const LOCAL_SIG: u32 = 0x0403_4b50;
 const CENTRAL_SIG: u32 = 0x0201_4b50;

@@ -9,9 +9,10 @@
 //! when its folder is left at the end or when any trainer_state.json names it as
 //! `best_model_checkpoint`; a deletion is inferred as "saved but not present at the end" (when
 //! it happened is not recorded, and a checkpoint deleted without ever being named is not seen).
-use crate::diff::{is_float_math, is_volatile};
-use crate::pyjson::{self, PyJson};
-use crate::rotation::step_of;
+use crate::formats::pyjson::{self, PyJson};
+use crate::harness::diff::is_float_math;
+use crate::hf::state::is_volatile;
+use crate::policy::rotation::step_of;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;

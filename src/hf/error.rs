@@ -1,6 +1,8 @@
 //! What HF raises for a scenario (its outcome, recorded in result.json), kept apart from what
 //! the Rust trainer does not reproduce yet (reported as "not yet implemented", never as a pass).
 
+use crate::formats::pyjson::py_str_repr;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum HfError {
     /// An exception HF raises: Python class name and `str(exception)`.
@@ -23,26 +25,4 @@ impl HfError {
     pub fn not_modelled(what: impl Into<String>) -> HfError {
         HfError::NotModelled(what.into())
     }
-}
-
-/// Python's `repr(str)`: single quotes unless the text holds a single quote and no double one.
-pub fn py_str_repr(s: &str) -> String {
-    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-    out
 }

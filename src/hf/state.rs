@@ -1,10 +1,63 @@
 //! TrainerState as the version serialises it (`json.dumps(asdict(state), indent=2,
 //! sort_keys=True)`): which fields exist is a profile matter; values keep Python's types.
 
-use crate::best::Best;
-use crate::profile::Profile;
-use crate::pyjson::{DumpOptions, PyJson};
-use crate::schedule::{Control, Intervals};
+use crate::formats::pyjson::{DumpOptions, PyJson};
+use crate::hf::args::{Args, Num};
+use crate::hf::profile::Profile;
+
+/// The best-tracking part of TrainerState.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Best {
+    pub best_metric: Option<PyJson>,
+    pub best_global_step: Option<u64>,
+    pub best_model_checkpoint: Option<String>,
+}
+
+
+/// TrainerControl's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Control {
+    pub should_training_stop: bool,
+    pub should_epoch_stop: bool,
+    pub should_save: bool,
+    pub should_evaluate: bool,
+    pub should_log: bool,
+}
+
+/// logging/eval/save intervals after ratio resolution (`ceil(max_steps * ratio)` below 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Intervals {
+    pub logging: Num,
+    /// `None` when `eval_steps` is unset (the state then shows the dataclass default 500).
+    pub eval: Option<Num>,
+    pub save: Num,
+}
+
+/// HF's ratio rule. `zero_is_ratio`: 4.32+ resolves any value < 1 (0 stays 0 through ceil);
+/// 4.31 skips falsy values — the result is the same number.
+pub fn resolve_ratio(n: Num, max_steps: i64) -> Num {
+    if n.f() < 1.0 {
+        Num::Int((max_steps as f64 * n.f()).ceil() as i64)
+    } else {
+        n
+    }
+}
+
+impl Intervals {
+    pub fn resolve(args: &Args, max_steps: i64) -> Intervals {
+        Intervals {
+            logging: resolve_ratio(args.logging_steps, max_steps),
+            eval: args.eval_steps.map(|e| resolve_ratio(e, max_steps)),
+            save: resolve_ratio(args.save_steps, max_steps),
+        }
+    }
+}
+
+/// Keys of a log entry whose values are wall-clock measurements (`*_runtime`,
+/// `*_per_second`): they differ on every run, so nothing compares or plans by them.
+pub fn is_volatile(key: &str) -> bool {
+    key.ends_with("_runtime") || key.ends_with("_per_second")
+}
 
 /// One log_history entry: `{**logs, "step": global_step}` in insertion order.
 pub type LogEntry = Vec<(String, PyJson)>;
@@ -12,12 +65,12 @@ pub type LogEntry = Vec<(String, PyJson)>;
 #[derive(Debug, Clone)]
 pub struct TrainerState {
     /// `None` before training in older versions; the int 0 at train start; a float after a step.
-    pub epoch: Option<crate::args::Num>,
+    pub epoch: Option<Num>,
     pub global_step: u64,
     pub max_steps: i64,
     pub num_train_epochs: i64,
     /// The int 0 until HF's first `store_flos`, a float after (this model counts no flops).
-    pub total_flos: crate::args::Num,
+    pub total_flos: Num,
     pub log_history: Vec<LogEntry>,
     pub best: Best,
     pub intervals: Option<Intervals>,
@@ -29,11 +82,11 @@ pub struct TrainerState {
 impl TrainerState {
     pub fn new(profile: &Profile) -> TrainerState {
         TrainerState {
-            epoch: if profile.epoch_starts_at_zero { Some(crate::args::Num::Int(0)) } else { None },
+            epoch: if profile.epoch_starts_at_zero { Some(Num::Int(0)) } else { None },
             global_step: 0,
             max_steps: 0,
             num_train_epochs: 0,
-            total_flos: crate::args::Num::Int(0),
+            total_flos: Num::Int(0),
             log_history: vec![],
             best: Best::default(),
             intervals: None,
@@ -65,7 +118,7 @@ impl TrainerState {
         }
         if profile.state_has_intervals {
             let iv = self.intervals;
-            let n = |x: Option<crate::args::Num>| x.map(|v| v.to_json()).unwrap_or(PyJson::Int(500));
+            let n = |x: Option<Num>| x.map(|v| v.to_json()).unwrap_or(PyJson::Int(500));
             d.push(("logging_steps".into(), n(iv.map(|i| i.logging))));
             d.push(("eval_steps".into(), n(iv.and_then(|i| i.eval))));
             d.push(("save_steps".into(), n(iv.map(|i| i.save))));
@@ -74,7 +127,7 @@ impl TrainerState {
             d.push(("num_input_tokens_seen".into(), PyJson::Int(0)));
             d.push(("train_batch_size".into(), self.train_batch_size.map(|b| PyJson::Int(b as i128)).unwrap_or(PyJson::Null)));
         }
-        if profile.stateful_callbacks != crate::profile::CallbackRefresh::Absent {
+        if profile.stateful_callbacks != crate::hf::behaviors::CallbackRefresh::Absent {
             d.push(("stateful_callbacks".into(), PyJson::Dict(self.stateful_callbacks.clone())));
         }
         sorted(PyJson::Dict(d))
@@ -83,10 +136,10 @@ impl TrainerState {
     /// `TrainerState.load_from_json` of a checkpoint's trainer_state.json (the fields this
     /// state models; `intervals` are left to the caller).
     pub fn from_json(v: &PyJson, profile: &Profile) -> Result<TrainerState, String> {
-        let num = |k: &str| -> Result<crate::args::Num, String> {
+        let num = |k: &str| -> Result<Num, String> {
             match v.get(k) {
-                Some(PyJson::Int(i)) => Ok(crate::args::Num::Int(*i as i64)),
-                Some(PyJson::Float(f)) => Ok(crate::args::Num::Float(*f)),
+                Some(PyJson::Int(i)) => Ok(Num::Int(*i as i64)),
+                Some(PyJson::Float(f)) => Ok(Num::Float(*f)),
                 other => Err(format!("{k}: expected a number, found {other:?}")),
             }
         };
@@ -137,11 +190,11 @@ impl TrainerState {
     /// `store_flos`: adds this run's flops (0.0: the model has no `input_ids`, so HF's
     /// estimate is 0), which turns the int into a float.
     pub fn store_flos(&mut self) {
-        self.total_flos = crate::args::Num::Float(self.total_flos.f() + 0.0);
+        self.total_flos = Num::Float(self.total_flos.f() + 0.0);
     }
 
     pub fn to_json_string(&self, profile: &Profile) -> String {
-        crate::pyjson::dumps(&self.to_json(profile), &DumpOptions::hf()).expect("state is serialisable") + "\n"
+        crate::formats::pyjson::dumps(&self.to_json(profile), &DumpOptions::hf()).expect("state is serialisable") + "\n"
     }
 }
 

@@ -1,118 +1,12 @@
-//! Version profiles: every behavioral difference between HF releases, as data.
+//! HF's checkpoint history as data: every behavior that differs between releases, declared once
+//! with the release of each change. Three tables: the transformers releases ([`Behaviors`]), the
+//! resume path ([`ResumeBehaviors`]) and the torch releases ([`TorchLayout`], keyed by a
+//! profile's torch line). `ckptspec versions` prints them; a profile is derived from them
+//! ([`crate::hf::profile`]). The value types of the rows come first.
 //!
-//! A behavior is declared once, in [`behaviors!`] below, as its history: the value it has from
-//! each release on where it changed (oldest first). The profile of a version is derived from that
-//! table (the last change at or before the version), so the policies read fields instead of
-//! comparing version strings, and `ckptspec versions` prints the same table. What the real HF of a
-//! version wrote beside its golden folders (`golden/hf-V/TRAINING_ARGS.json`: its argument list,
-//! defaults and enum values; `TRAINING_ARGS.pkl`; `ENVIRONMENT`: its torch and numpy) completes
-//! the profile. torch's own changes (state-dict and archive layouts) form a second table keyed by
-//! the torch release of the profile's torch line ([`crate::optim::TorchLayout`]).
 //! ../shared/notes/hf-checkpoint-behavior.md maps the eras; the golden folders judge.
 
-use serde_json::Value;
-use std::fmt;
-
-/// A release number `major.minor.patch`, ordered numerically.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Version(pub u32, pub u32, pub u32);
-
-impl Version {
-    /// Parses `4.46.3` (a missing patch is 0; a local suffix such as `+cu121` is ignored).
-    pub fn parse(s: &str) -> Option<Version> {
-        let s = s.split('+').next()?;
-        let mut it = s.split('.').map(|p| p.parse::<u32>().ok());
-        let major = it.next()??;
-        let minor = it.next()??;
-        let patch = match it.next() {
-            Some(p) => p?,
-            None => 0,
-        };
-        if it.next().is_some() {
-            return None;
-        }
-        Some(Version(major, minor, patch))
-    }
-
-    /// For `const` tables.
-    const fn lit(s: &str) -> Version {
-        let b = s.as_bytes();
-        let mut parts = [0u32; 3];
-        let (mut i, mut k) = (0, 0);
-        while i < b.len() {
-            if b[i] == b'.' {
-                k += 1;
-            } else {
-                parts[k] = parts[k] * 10 + (b[i] - b'0') as u32;
-            }
-            i += 1;
-        }
-        Version(parts[0], parts[1], parts[2])
-    }
-}
-
-impl fmt::Display for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
-/// The value a history gives a version: the last change at or before it.
-pub fn at<T: Clone>(history: &[(&str, T)], v: Version) -> T {
-    history
-        .iter()
-        .rev()
-        .find(|(since, _)| Version::lit(since) <= v)
-        .or(history.first())
-        .map(|(_, x)| x.clone())
-        .expect("a history has at least one entry")
-}
-
-/// One row of the behavior table: a field, what it means, and its history rendered as text.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub name: &'static str,
-    pub doc: &'static str,
-    pub changes: Vec<(&'static str, String)>,
-}
-
-/// Declares the behavior table: the [`Behaviors`] struct (one field per behavior), its
-/// derivation for a version, and its rows for `ckptspec versions`.
-macro_rules! behaviors {
-    ($( #[doc = $sdoc:literal] )+ struct $Behaviors:ident;
-     $( $( #[doc = $doc:literal] )+ $field:ident : $ty:ty = [ $( $since:literal => $val:expr ),+ $(,)? ] ; )*) => {
-        $( #[doc = $sdoc] )+
-        #[derive(Debug, Clone, Copy, PartialEq)]
-        pub struct $Behaviors {
-            $( $( #[doc = $doc] )+ pub $field: $ty, )*
-        }
-
-        impl $Behaviors {
-            /// The value of every behavior in release `v`.
-            pub fn at(v: Version) -> $Behaviors {
-                $Behaviors { $( $field: at::<$ty>(&[ $( ($since, { let x: $ty = $val; x }) ),+ ], v), )* }
-            }
-
-            /// The table itself: each behavior with the release of every change.
-            pub fn table() -> Vec<Row> {
-                vec![ $( Row {
-                    name: stringify!($field),
-                    doc: concat!($($doc),+),
-                    changes: vec![ $( ($since, show::<$ty>(&{ let x: $ty = $val; x })) ),+ ],
-                }, )* ]
-            }
-        }
-    };
-}
-
-/// How a value reads in the table.
-fn show<T: fmt::Debug>(v: &T) -> String {
-    let s = format!("{v:?}");
-    match s.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(inner) => inner.replace("\\\"", "\""),
-        None => s,
-    }
-}
+use crate::hf::version::{behaviors, Version};
 
 /// How `greater_is_better` defaults when a metric is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,8 +136,48 @@ pub enum CallbackRefresh {
     All,
 }
 
-use crate::rotation::Protection;
-use crate::sampler::{EpochSkip, SamplerKind};
+/// How the best checkpoint is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// The best is bubbled to second-to-last; `save_total_limit=1` keeps 2 when the best is not
+    /// the newest. `guarded`: a best missing from the list is skipped (4.35+) instead of raising
+    /// `ValueError: '<path>' is not in list`. (5.2 rewrote this as "protect the newest and the
+    /// best, delete the oldest others down to max(limit, protected)": the same deletions, so it is
+    /// not a behavior change.)
+    Bubble { guarded: bool },
+}
+
+/// How the training sampler is seeded (named after the mechanism, not the version).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SamplerKind {
+    /// accelerate's `SeedableRandomSampler`: epoch `e` is `randperm(n)` of a generator seeded
+    /// with `(data_seed or seed) + e`. Used by transformers 5.24.0 / accelerate 1.15.0.
+    SeedableEpochSeed,
+    /// accelerate 0.25's `SeedableRandomSampler`, which the Trainer does not `set_epoch`: it
+    /// counts its own epochs and, from the second iteration on, adds the epoch to the seed its
+    /// generator was last seeded with, so epoch `e` uses `seed + e (e + 1) / 2` (42, 43, 45,
+    /// 48, ...). `data_seed` is ignored. Used by transformers 4.36.2 / accelerate 0.25.0.
+    SeedableCumulativeSeed,
+    /// torch `RandomSampler` without generator: each epoch's permutation comes from a generator
+    /// seeded by an int64 drawn from the global torch generator. Used by transformers 4.31.0 /
+    /// accelerate 0.21.0 (which ignores `data_seed`).
+    GlobalDrawnSeed,
+}
+
+/// How a resumed `train()` passes over the epochs its checkpoint already trained (HF's
+/// "Skip the first epochs_trained epochs to get the random state of the dataloader at the right
+/// point"; see `ResumeBehaviors::skip_trained_epochs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochSkip {
+    /// `for _ in train_dataloader: break`: a DataLoader iterator (its `_base_seed` draw) and one
+    /// batch (a torch `RandomSampler` draws its seed).
+    FirstBatch,
+    /// `_ = list(sampler)`: the sampler alone (a torch `RandomSampler` draws its seed; no
+    /// DataLoader iterator).
+    WholeSampler,
+    /// Nothing: the sampler's epoch is set directly.
+    None,
+}
 
 behaviors! {
     /// Every HF behavior that differs between transformers releases, as one release has it.
@@ -516,344 +450,5 @@ impl TorchLayout {
     }
     pub fn v2_13() -> TorchLayout {
         TorchLayout::at(Version(2, 13, 0))
-    }
-}
-
-/// One profiled release: its version and what its real HF wrote beside the golden folders.
-struct Release {
-    version: &'static str,
-    training_args_json: &'static str,
-    training_args_pkl: &'static [u8],
-    environment: &'static str,
-    tokenizer_json: &'static str,
-}
-
-macro_rules! releases {
-    ($($v:literal),* $(,)?) => {
-        /// Every profiled release, oldest first: each minor at its latest patch.
-        const RELEASES: &[Release] = &[ $( Release {
-            version: $v,
-            training_args_json: include_str!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.json")),
-            training_args_pkl: include_bytes!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
-            environment: include_str!(concat!("../../golden/hf-", $v, "/ENVIRONMENT")),
-            tokenizer_json: include_str!(concat!("../../golden/hf-", $v, "/TOKENIZER.json")),
-        }, )* ];
-    };
-}
-
-releases!(
-    "4.31.0", "4.32.1", "4.33.3", "4.34.1", "4.35.2", "4.36.2", "4.37.2", "4.38.2", "4.39.3", "4.40.2",
-    "4.41.2", "4.42.4", "4.43.4", "4.44.2", "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3",
-    "4.51.3", "4.52.4", "4.53.3", "4.54.1", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.1.0", "5.2.0",
-    "5.3.0", "5.4.0", "5.5.4", "5.6.2", "5.7.0", "5.8.1", "5.9.0", "5.10.4", "5.11.0", "5.12.1",
-    "5.13.1", "5.14.1", "5.15.1", "5.16.1", "5.17.0", "5.18.0", "5.19.0", "5.20.2", "5.21.1", "5.22.2",
-    "5.23.0", "5.24.0",
-);
-
-/// The pad token's id in a TOKENIZER.json (see [`Profile::tokenizer_pad_token_id`]).
-fn pad_token_id(tokenizer_json: &str) -> Option<i64> {
-    let t: Value = serde_json::from_str(tokenizer_json).ok()?;
-    let files = t.get("files")?;
-    let config: Value = serde_json::from_str(files.get("tokenizer_config.json")?.as_str()?).ok()?;
-    // `pad_token` is a string, or an AddedToken dict with `content` (older releases).
-    let pad = config.get("pad_token").and_then(|p| p.as_str().or_else(|| p.get("content")?.as_str()))?;
-    let tok: Value = serde_json::from_str(files.get("tokenizer.json")?.as_str()?).ok()?;
-    let added = tok.get("added_tokens")?.as_array()?;
-    added.iter().find(|a| a.get("content").and_then(|c| c.as_str()) == Some(pad)).and_then(|a| a.get("id")?.as_i64())
-}
-
-/// The profiled versions, oldest first.
-pub fn supported() -> Vec<&'static str> {
-    RELEASES.iter().map(|r| r.version).collect()
-}
-
-/// The newest and the oldest profile (what `./dev test` checks against the real HF).
-pub fn newest() -> &'static str {
-    RELEASES[RELEASES.len() - 1].version
-}
-pub fn oldest() -> &'static str {
-    RELEASES[0].version
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Profile {
-    pub version: &'static str,
-    /// TrainingArguments fields and defaults of this version (golden/hf-V/TRAINING_ARGS.json,
-    /// written by the generator from the real HF).
-    pub fields: Vec<(String, Value)>,
-    /// Python class name of `save_strategy` values in messages and the values it accepts.
-    pub save_strategy_enum: &'static str,
-    pub save_strategy_values: Vec<String>,
-    pub scheduler_types: Vec<String>,
-    /// The torch release of this profile's torch line (golden/hf-V/ENVIRONMENT).
-    pub torch: Version,
-    /// The torch release's state-dict layouts and archive layout.
-    pub torch_layout: TorchLayout,
-    pub archive_style: crate::torch_format::ArchiveStyle,
-    /// numpy's module in pickles of arrays (`numpy._core.multiarray` from numpy 2).
-    pub numpy_core_module: &'static str,
-    /// The pickled TrainingArguments of a scenario without arguments (golden/hf-V/TRAINING_ARGS.pkl).
-    pub training_args_template: &'static [u8],
-    /// The world's tokenizer as this release's `save_pretrained` writes it (file name, text),
-    /// from golden/hf-V/TOKENIZER.json, written by the real HF: the Trainer's processing class.
-    /// What the Trainer decides is where and when these files go (every `_save`).
-    pub tokenizer_files: Vec<(String, String)>,
-    /// The id of the tokenizer's `pad_token` (tokenizer_config.json's token, looked up in
-    /// tokenizer.json's added tokens): what `_align_special_tokens` writes into the config.
-    pub tokenizer_pad_token_id: Option<i64>,
-    /// Everything else, from the behavior table.
-    pub b: Behaviors,
-}
-
-impl std::ops::Deref for Profile {
-    type Target = Behaviors;
-    fn deref(&self) -> &Behaviors {
-        &self.b
-    }
-}
-
-/// How `--hf` was matched to a profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolved {
-    /// The exact profiled version.
-    Exact(&'static str),
-    /// Another patch of a profiled minor: that minor's profile.
-    SameMinor { asked: String, profile: &'static str },
-}
-
-impl Resolved {
-    pub fn profile(&self) -> &'static str {
-        match self {
-            Resolved::Exact(v) | Resolved::SameMinor { profile: v, .. } => v,
-        }
-    }
-    /// The one line said on stderr when another patch runs a minor's profile.
-    pub fn note(&self) -> Option<String> {
-        match self {
-            Resolved::Exact(_) => None,
-            Resolved::SameMinor { asked, profile } => {
-                Some(format!("note: --hf {asked} runs the profile of {profile} (the profiled patch of that minor release)"))
-            }
-        }
-    }
-}
-
-/// Matches a `--hf` value to a profile: the exact version, or another patch of a profiled minor.
-pub fn resolve(asked: &str) -> Result<Resolved, String> {
-    let unsupported = || {
-        format!(
-            "unsupported --hf version {asked:?}; supported (each minor release at its latest patch; another patch of one of these minors runs its profile): {}",
-            supported().join(", ")
-        )
-    };
-    let v = Version::parse(asked).ok_or_else(unsupported)?;
-    for r in RELEASES {
-        let p = Version::parse(r.version).expect("profile versions parse");
-        if p == v {
-            return Ok(Resolved::Exact(r.version));
-        }
-        if (p.0, p.1) == (v.0, v.1) {
-            return Ok(Resolved::SameMinor { asked: asked.to_string(), profile: r.version });
-        }
-    }
-    Err(unsupported())
-}
-
-impl Profile {
-    /// How this release's `train(resume_from_checkpoint=...)` treats a checkpoint folder.
-    pub fn resume_rules(&self) -> ResumeBehaviors {
-        ResumeBehaviors::at(Version::parse(self.version).expect("profile versions parse"))
-    }
-
-    /// The profile of an exactly profiled HF version, or an error listing the supported ones
-    /// (see [`resolve`] for other patches).
-    pub fn get(version: &str) -> Result<Profile, String> {
-        let r = RELEASES
-            .iter()
-            .find(|r| r.version == version)
-            .ok_or_else(|| format!("unsupported --hf version {version:?}; supported: {}", supported().join(", ")))?;
-        let v = Version::parse(r.version).expect("profile versions parse");
-        let meta: Value = serde_json::from_str(r.training_args_json).expect("golden TRAINING_ARGS.json is valid JSON");
-        let enum_values = |name: &str| -> Option<Vec<String>> {
-            meta.get("enums")?.get(name)?.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-        };
-        let (save_strategy_enum, save_strategy_values) = match enum_values("SaveStrategy") {
-            Some(vals) => ("SaveStrategy", vals),
-            None => ("IntervalStrategy", enum_values("IntervalStrategy").expect("TRAINING_ARGS.json lists IntervalStrategy")),
-        };
-        let env = |pkg: &str| -> Version {
-            r.environment
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{pkg} ")))
-                .and_then(Version::parse)
-                .unwrap_or_else(|| panic!("golden/hf-{}/ENVIRONMENT names {pkg}", r.version))
-        };
-        let torch = env("torch");
-        Ok(Profile {
-            version: r.version,
-            fields: fields(&meta),
-            save_strategy_enum,
-            save_strategy_values,
-            scheduler_types: enum_values("SchedulerType").expect("TRAINING_ARGS.json lists SchedulerType"),
-            torch,
-            torch_layout: TorchLayout::at(torch),
-            archive_style: if TorchLayout::at(torch).archive_format_version {
-                crate::torch_format::ArchiveStyle::Torch2_13
-            } else {
-                crate::torch_format::ArchiveStyle::Torch2_1
-            },
-            numpy_core_module: if env("numpy") >= Version(2, 0, 0) { "numpy._core.multiarray" } else { "numpy.core.multiarray" },
-            training_args_template: r.training_args_pkl,
-            tokenizer_pad_token_id: pad_token_id(r.tokenizer_json),
-            tokenizer_files: {
-                let t: Value = serde_json::from_str(r.tokenizer_json).expect("golden TOKENIZER.json is valid JSON");
-                t["files"]
-                    .as_object()
-                    .expect("TOKENIZER.json has files")
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().expect("tokenizer files are text").to_string()))
-                    .collect()
-            },
-            b: Behaviors::at(v),
-        })
-    }
-
-    /// The name this version gives a format-v1 argument.
-    pub fn spelling<'a>(&self, name: &'a str) -> &'a str {
-        self.renames.iter().find(|(v1, _)| *v1 == name).map(|(_, here)| *here).unwrap_or(name)
-    }
-
-    pub fn has_field(&self, name: &str) -> bool {
-        self.fields.iter().any(|(n, _)| n == name)
-    }
-
-    /// The enum class (module, name) HF converts a string argument into, if any.
-    pub fn enum_class_of(&self, name: &str) -> Option<(&'static str, &'static str)> {
-        match name {
-            // Where both spellings exist (4.41-4.50), `evaluation_strategy` is only copied into
-            // `eval_strategy` and keeps the string it was given.
-            "evaluation_strategy" if self.has_field("eval_strategy") => None,
-            "eval_strategy" | "evaluation_strategy" | "logging_strategy" => Some(("transformers.trainer_utils", "IntervalStrategy")),
-            "save_strategy" => Some(("transformers.trainer_utils", self.save_strategy_enum)),
-            "hub_strategy" => Some(("transformers.trainer_utils", "HubStrategy")),
-            "lr_scheduler_type" => Some(("transformers.trainer_utils", "SchedulerType")),
-            "optim" => Some(("transformers.training_args", "OptimizerNames")),
-            _ => None,
-        }
-    }
-
-    pub fn default_of(&self, name: &str) -> Option<&Value> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
-    }
-}
-
-fn fields(meta: &Value) -> Vec<(String, Value)> {
-    meta["fields"]
-        .as_array()
-        .expect("fields list")
-        .iter()
-        .map(|f| (f["name"].as_str().unwrap().to_string(), f["default"].clone()))
-        .collect()
-}
-
-/// `ckptspec versions`: the behavior table, one row per behavior, one column per change: the
-/// release where the value changed and the value from then on. With `per_release`, one column per
-/// profiled release instead (the value in each).
-pub fn render_table(per_release: bool) -> String {
-    let mut out = String::new();
-    let rows = Behaviors::table();
-    if per_release {
-        let vs = supported();
-        let profiles: Vec<Profile> = vs.iter().map(|v| Profile::get(v).expect("profiled")).collect();
-        out.push_str(&format!("behavior\t{}\n", vs.join("\t")));
-        for row in &rows {
-            let cells: Vec<String> = profiles
-                .iter()
-                .map(|p| at(&row.changes, Version::parse(p.version).expect("profile versions parse")))
-                .collect();
-            out.push_str(&format!("{}\t{}\n", row.name, cells.join("\t")));
-        }
-        for row in ResumeBehaviors::table() {
-            let cells: Vec<String> = vs.iter().map(|v| at(&row.changes, Version::parse(v).expect("profile versions parse"))).collect();
-            out.push_str(&format!("resume.{}\t{}\n", row.name, cells.join("\t")));
-        }
-        for row in TorchLayout::table() {
-            let cells: Vec<String> = profiles.iter().map(|p| at(&row.changes, p.torch)).collect();
-            out.push_str(&format!("torch.{}\t{}\n", row.name, cells.join("\t")));
-        }
-        let torch: Vec<String> = profiles.iter().map(|p| p.torch.to_string()).collect();
-        out.push_str(&format!("torch\t{}\n", torch.join("\t")));
-        return out;
-    }
-    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    out.push_str(&format!("{} profiles: {}\n\n", supported().len(), supported().join(" ")));
-    out.push_str("behavior, then each change: the release it first appears in, and the value from then on\n\n");
-    for row in &rows {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
-    }
-    out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source, checked by the resume goldens and tests/resume.rs)\n\n");
-    for row in ResumeBehaviors::table() {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
-    }
-    out.push_str("\ntorch: what a torch release writes differently (keyed by the profile's torch line)\n\n");
-    for row in TorchLayout::table() {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-    }
-    out.push_str("\ntorch lines (golden/hf-V/ENVIRONMENT):\n");
-    let mut lines: Vec<(String, Vec<&str>)> = vec![];
-    for v in supported() {
-        let t = Profile::get(v).expect("profiled").torch.to_string();
-        match lines.last_mut() {
-            Some((lt, vs)) if *lt == t => vs.push(v),
-            _ => lines.push((t, vec![v])),
-        }
-    }
-    for (t, vs) in lines {
-        out.push_str(&format!("  torch {t}: {}\n", vs.join(" ")));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_order_numerically() {
-        assert!(Version::parse("4.9.0").unwrap() < Version::parse("4.10.0").unwrap());
-        assert_eq!(Version::parse("2.1.2+cu121"), Some(Version(2, 1, 2)));
-        assert_eq!(Version::lit("5.10.4"), Version(5, 10, 4));
-    }
-
-    #[test]
-    fn histories_pick_the_last_change_at_or_before() {
-        let h = [("4.31.0", 1), ("4.42.0", 2), ("4.50.0", 3)];
-        assert_eq!(at(&h, Version(4, 41, 2)), 1);
-        assert_eq!(at(&h, Version(4, 42, 4)), 2);
-        assert_eq!(at(&h, Version(5, 24, 0)), 3);
-    }
-
-    #[test]
-    fn other_patches_run_their_minor() {
-        assert_eq!(resolve("4.46.1").unwrap().profile(), "4.46.3");
-        assert!(resolve("4.46.1").unwrap().note().unwrap().contains("4.46.3"));
-        assert_eq!(resolve("5.24.0").unwrap(), Resolved::Exact("5.24.0"));
-        let e = resolve("4.30.2").unwrap_err();
-        assert!(e.contains("4.31.0") && e.contains("5.24.0"), "{e}");
-        assert!(resolve("banana").is_err());
-    }
-
-    #[test]
-    fn table_histories_are_ordered() {
-        for row in Behaviors::table() {
-            let vs: Vec<Version> = row.changes.iter().map(|(s, _)| Version::parse(s).unwrap()).collect();
-            assert!(vs.windows(2).all(|w| w[0] < w[1]), "{}: changes out of order", row.name);
-            assert_eq!(row.changes[0].0, "4.31.0", "{}: a history starts at the oldest profile", row.name);
-        }
     }
 }

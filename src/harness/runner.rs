@@ -1,37 +1,9 @@
 //! The Rust adapter of the runner contract (conformance/README.md): a scenario in, a run
 //! directory out.
-use crate::profile::Profile;
-use crate::scenario::{Scenario, ScenarioError};
-use crate::trainer::{self, SaveMode};
-use std::fmt;
+use crate::hf::profile::Profile;
+use crate::trainer::{self, RunError, SaveMode};
+use crate::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
-
-/// The tool's own failures (never an HF outcome: those are recorded in result.json).
-#[derive(Debug)]
-pub enum RunError {
-    Scenario(ScenarioError),
-    Io { path: PathBuf, source: std::io::Error },
-    /// A part of the trainer that does not exist yet: reported as "not yet implemented".
-    NotImplemented(String),
-}
-
-impl fmt::Display for RunError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RunError::Scenario(e) => write!(f, "{e}"),
-            RunError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            RunError::NotImplemented(what) => write!(f, "not yet implemented: {what}"),
-        }
-    }
-}
-
-impl std::error::Error for RunError {}
-
-impl From<ScenarioError> for RunError {
-    fn from(e: ScenarioError) -> Self {
-        RunError::Scenario(e)
-    }
-}
 
 /// Runs one scenario into `run_dir` (which is emptied first).
 pub fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path) -> Result<(), RunError> {
@@ -74,13 +46,13 @@ pub fn run_path_with(path: &Path, profile: &Profile, out: &Path, mode: SaveMode)
 /// temp folder. A run writes a few small files per checkpoint and deletes them soon after; on
 /// ext4, creating files among many just-deleted inodes costs most of the time (measured: 98 s
 /// for inspect's golden sweep in /tmp, 10 s in /dev/shm; the matrix 34-56 s in /tmp).
-pub fn scratch_root() -> std::path::PathBuf {
-    static BASE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+pub fn scratch_root() -> PathBuf {
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         if std::env::var_os("TMPDIR").is_some() {
             return std::env::temp_dir();
         }
-        let shm = std::path::Path::new("/dev/shm");
+        let shm = Path::new("/dev/shm");
         let probe = shm.join(format!("ckptspec-probe-{}", std::process::id()));
         if shm.is_dir() && std::fs::create_dir(&probe).is_ok() {
             let _ = std::fs::remove_dir(&probe);

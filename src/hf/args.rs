@@ -2,9 +2,10 @@
 //! validated in the order of that version's `__post_init__`, raising HF's exception types and
 //! texts. Values keep Python's int/float distinction because HF's messages and JSON show it.
 
-use crate::hf_error::HfError;
-use crate::profile::{GreaterDefault, Profile, WarmupCheck};
-use crate::pyjson::{float_repr, PyJson};
+use crate::formats::pyjson::{float_repr, PyJson};
+use crate::hf::behaviors::{GreaterDefault, WarmupCheck};
+use crate::hf::error::HfError;
+use crate::hf::profile::Profile;
 use serde_json::{Map, Value};
 
 /// A Python number as HF sees it (`4` and `4.0` print differently).
@@ -38,10 +39,10 @@ impl Num {
         self.f()
     }
     /// As a pickle value (state dicts keep the int/float type).
-    pub fn to_py(self) -> crate::torch_format::Value {
+    pub fn to_py(self) -> crate::formats::torch_format::Value {
         match self {
-            Num::Int(i) => crate::torch_format::Value::Int(i),
-            Num::Float(x) => crate::torch_format::Value::Float(x),
+            Num::Int(i) => crate::formats::torch_format::Value::Int(i),
+            Num::Float(x) => crate::formats::torch_format::Value::Float(x),
         }
     }
     /// Python `self - 1`.
@@ -504,9 +505,19 @@ impl Args {
 
     /// The `eval_`-prefixed metric HF looks up (`"loss"` -> `"eval_loss"`, `"eval_x"` stays).
     pub fn metric_to_check(&self) -> Option<String> {
-        self.metric_for_best_model.as_deref().map(crate::best::eval_prefixed)
+        self.metric_for_best_model.as_deref().map(eval_prefixed)
     }
     pub fn uses_plateau(&self) -> bool {
         self.lr_scheduler_type == "reduce_lr_on_plateau"
+    }
+}
+
+/// `metric_for_best_model` as HF looks it up: `eval_` prefixed unless it already is.
+/// Idempotent: `eval_prefixed(eval_prefixed(m)) == eval_prefixed(m)`.
+pub fn eval_prefixed(metric: &str) -> String {
+    if metric.starts_with("eval_") {
+        metric.to_string()
+    } else {
+        format!("eval_{metric}")
     }
 }

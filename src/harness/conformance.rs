@@ -1,10 +1,10 @@
 //! The main job: every scenario through the Rust trainer for every HF profile, diffed with the
 //! golden run directories, printed as a matrix (scenario x version) and a summary line.
-use crate::diff;
-use crate::profile::{self, Profile};
-use crate::runner::{self, RunError};
-use crate::scenario::Scenario;
-use crate::trainer::SaveMode;
+use crate::harness::diff;
+use crate::harness::runner;
+use crate::hf::profile::{self, Profile};
+use crate::trainer::{RunError, SaveMode};
+use crate::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 pub struct Options {
@@ -39,7 +39,7 @@ pub fn judge_all_with(
     jobs: usize,
     mode: SaveMode,
 ) -> Vec<Cell> {
-    crate::par::map(scenarios.len() * versions.len(), jobs, |k| {
+    crate::harness::par::map(scenarios.len() * versions.len(), jobs, |k| {
         let (i, j) = (k / versions.len(), k % versions.len());
         judge_with(scenarios[i], &versions[j], golden, work, mode)
     })
@@ -69,12 +69,12 @@ pub struct Summary {
 ///
 /// A folder without trainer_state.json because the scenario's `resume.damage` removed it is
 /// not a save HF left behind: both sides hold it, and it stays in the view.
-fn atomic_view(sc: &Scenario, golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+fn atomic_view(sc: &Scenario, golden: &Path, run_dir: &Path, mode: SaveMode) -> Result<(PathBuf, PathBuf), String> {
     let keep = (golden.to_path_buf(), run_dir.to_path_buf());
     if mode != SaveMode::Atomic {
         return Ok(keep);
     }
-    let folders = |root: &Path| -> Vec<(String, std::path::PathBuf)> {
+    let folders = |root: &Path| -> Vec<(String, PathBuf)> {
         std::fs::read_dir(root.join("output"))
             .map(|rd| rd.flatten().filter(|e| e.path().is_dir()).map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect())
             .unwrap_or_default()
@@ -88,8 +88,8 @@ fn atomic_view(sc: &Scenario, golden: &Path, run_dir: &Path, mode: SaveMode) -> 
         })
         .map(|(n, _)| n)
         .collect();
-    let staging: Vec<std::path::PathBuf> =
-        folders(run_dir).into_iter().filter(|(n, _)| crate::atomic::is_staging_name(n)).map(|(_, p)| p).collect();
+    let staging: Vec<PathBuf> =
+        folders(run_dir).into_iter().filter(|(n, _)| crate::save::atomic::is_staging_name(n)).map(|(_, p)| p).collect();
     if partial.is_empty() && staging.is_empty() {
         return Ok(keep);
     }
@@ -128,7 +128,7 @@ fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::R
 }
 
 /// Runs one scenario for one profile and judges it against its golden run directory.
-pub fn judge(sc: &Scenario, profile: &Profile, golden: &std::path::Path, work: &std::path::Path) -> Cell {
+pub fn judge(sc: &Scenario, profile: &Profile, golden: &Path, work: &Path) -> Cell {
     judge_with(sc, profile, golden, work, SaveMode::HfCompatible)
 }
 
@@ -167,7 +167,7 @@ pub fn run(opts: &Options) -> Result<Summary, Box<dyn std::error::Error>> {
         }
         scenarios.retain(|(_, s)| opts.only.contains(&s.name));
     }
-    let work = crate::runner::scratch_root().join(format!("ckptspec-conformance-{}", std::process::id()));
+    let work = runner::scratch_root().join(format!("ckptspec-conformance-{}", std::process::id()));
     // Every cell, on every core: cells share nothing but the golden folders they read.
     let cells = judge_all_with(&scenarios.iter().map(|(_, s)| s).collect::<Vec<_>>(), &versions, &opts.golden, &work, opts.jobs, opts.mode);
     let width = scenarios.iter().map(|(_, s)| s.name.len()).max().unwrap_or(8).max(8);

@@ -2,16 +2,16 @@
 //! folders alone (what the real HF of each release wrote), never from the profile table.
 //!
 //! For each scenario, adjacent releases are compared by their *outcome*: the files and folders
-//! the run left ([`crate::diff`]'s structure stage), HF's error, and every JSON value of
+//! the run left ([`crate::harness::diff`]'s structure stage), HF's error, and every JSON value of
 //! `result.json` and of each `trainer_state.json` (the JSON stage, with its tolerance classes).
 //! Not part of the outcome: `config.json`'s `transformers_version` and `result.json`'s
 //! `hf_version` (they name the writing release), and the bytes inside torch and safetensors files (their layout follows the torch
 //! line, and `training_args.bin` gains fields in almost every release); the values HF computes
 //! there also show in the logged losses and learning rates of `trainer_state.json`.
 
-use crate::diff::{self, Difference, Stage};
-use crate::profile::Version;
-use crate::scenario::Scenario;
+use crate::harness::diff::{self, Difference, Stage};
+use crate::hf::version::Version;
+use crate::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -155,7 +155,7 @@ pub fn render(golden: &Path, scenarios: &Path) -> Result<String, String> {
     s.push_str("`cargo test` fail when it is stale. The outcome of a scenario is the files and folders it left,\n");
     s.push_str("HF's error, and every JSON value of `result.json`, each `trainer_state.json` and `config.json` (float\n");
     s.push_str("class for computed floats); the release names (`hf_version`, `transformers_version`) and the bytes of\n");
-    s.push_str("torch and safetensors files are not part of it (src/spec/changes.rs).\n\n");
+    s.push_str("torch and safetensors files are not part of it (src/harness/changes.rs).\n\n");
     s.push_str(&format!(
         "{} releases ({} to {}), {} scenarios, **{points} change points** (a scenario whose outcome differs\nbetween two adjacent releases).\n\n",
         releases.len(),

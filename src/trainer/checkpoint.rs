@@ -1,0 +1,205 @@
+//! `_save_checkpoint` (the folder, its files in the release's order, the best checkpoint's
+//! pointer, tmp-checkpoint staging where the release has it, atomic mode), `_save` (weights,
+//! config, tokenizer, training_args.bin), `_rotate_checkpoints`, and the user's `save_model()` /
+//! `save_state()` calls. The files themselves are [`crate::save::store`]'s.
+
+use crate::formats::pyjson::PyJson;
+use crate::hf::args::Interval;
+use crate::hf::behaviors::{BestTiming, CallbackRefresh};
+use crate::hf::error::HfError;
+use crate::numerics::lr::LambdaLrState;
+use crate::policy::{best, rotation};
+use crate::save::{atomic, store};
+use std::path::Path;
+use super::{io_err, DeleteRule, DiskEvent, SaveMode, Trainer};
+use super::optimizer::Scheduler;
+
+impl<'a> Trainer<'a> {
+    /// `_save_checkpoint`.
+    pub(super) fn save_checkpoint(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
+        let p = self.profile;
+        self.store_flos();
+        let folder = format!("checkpoint-{}", self.state.global_step);
+        let rel = format!("{}/{folder}", self.output_rel());
+        let out = self.output_abs();
+        let final_dir = out.join(&folder);
+        let atomic = self.mode == SaveMode::Atomic;
+        // 4.36-4.38 write into tmp-checkpoint-N and rename it at the end, unless checkpoint-N
+        // already exists and is not empty (then they write into it).
+        let nonempty = std::fs::read_dir(&final_dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+        let staged = !atomic && p.staging_dir && !nonempty;
+        let dir = if atomic {
+            atomic::remove_leftovers(&out).map_err(|e| io_err(&out, e))?;
+            atomic::staging_dir(&out, &folder)
+        } else if staged {
+            out.join(format!("tmp-{folder}"))
+        } else {
+            final_dir.clone()
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        self.write_model(&dir)?;
+        if p.best_timing == BestTiming::EveryEvalByStep
+            && matches!(self.args.save_strategy, Interval::Steps | Interval::Epoch | Interval::Best)
+        {
+            if let Some(bs) = self.state.best.best_global_step.filter(|s| *s != 0) {
+                let best_rel = format!("{}/checkpoint-{bs}", self.output_rel());
+                // The folder being saved counts as existing, as it does in the HF-compatible
+                // mode, which writes it in place (this era has no tmp-checkpoint staging); atomic
+                // mode publishes it only at the end.
+                let exists = (atomic && bs == self.state.global_step) || self.run_dir.join(&best_rel).exists();
+                if exists {
+                    self.state.best.best_model_checkpoint = Some(best_rel);
+                }
+            }
+        }
+        if !self.args.save_only_model {
+            self.write_optimizer_and_scheduler(&dir)?;
+            if !p.rng_after_state {
+                self.write_rng(&dir)?;
+            }
+        }
+        if p.best_timing == BestTiming::OnSaveWithMetrics {
+            if let (Some(m), Some(key)) = (metrics, self.args.metric_to_check()) {
+                let v = best::lookup(m, &key, p.missing_metric_best)?;
+                self.state.best.on_save_with_metrics(&v, self.args.greater_is_better.unwrap_or(true), &rel);
+            }
+        }
+        if p.stateful_callbacks != CallbackRefresh::Absent {
+            self.refresh_stateful_callbacks(p.stateful_callbacks);
+        }
+        let sp = dir.join("trainer_state.json");
+        store::write_text(&sp, &self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
+        if !self.args.save_only_model && p.rng_after_state {
+            self.write_rng(&dir)?;
+        }
+        if atomic {
+            // The mtime goes on the staging folder before its fsync; the renames keep it.
+            keep_mtime_order(&dir).map_err(|e| io_err(&dir, e))?;
+            atomic::sync_tree(&dir).map_err(|e| io_err(&dir, e))?;
+            atomic::publish(&out, &dir, &folder).map_err(|e| io_err(&final_dir, e))?;
+        } else {
+            if staged {
+                std::fs::rename(&dir, &final_dir).map_err(|e| io_err(&dir, e))?;
+            }
+            keep_mtime_order(&final_dir).map_err(|e| io_err(&final_dir, e))?;
+        }
+        self.events.push(DiskEvent::Saved { step: self.state.global_step, folder: folder.clone(), best: self.state.best.clone() });
+        self.rotate()?;
+        Ok(())
+    }
+
+    pub(super) fn rotate(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        let mut folders = vec![];
+        if let Ok(rd) = std::fs::read_dir(&out) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("checkpoint-") && e.path().is_dir() {
+                    let mtime = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .map(|t| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0))
+                        .unwrap_or(0.0);
+                    folders.push(rotation::Folder { path: format!("{}/{name}", self.output_rel()), mtime });
+                }
+            }
+        }
+        let sorted = rotation::sort(&folders, self.profile.rotation);
+        let del = rotation::plan(
+            &sorted,
+            self.args.save_total_limit,
+            self.state.best.best_model_checkpoint.as_deref(),
+            self.profile.rotation_protection,
+        )?;
+        for d in del {
+            let folder = d.rsplit('/').next().unwrap_or(&d).to_string();
+            self.delete_checkpoint(&folder);
+            self.events.push(DiskEvent::Deleted { step: self.state.global_step, folder, why: DeleteRule::SaveTotalLimit });
+        }
+        Ok(())
+    }
+
+    /// Deletes `output/<folder>` as HF does (`shutil.rmtree(..., ignore_errors=True)`); in atomic
+    /// mode by one rename out of HF's sight first, so that a crash never leaves it partial.
+    pub(super) fn delete_checkpoint(&self, folder: &str) {
+        let out = self.output_abs();
+        let _ = match self.mode {
+            SaveMode::Atomic => atomic::remove_checkpoint(&out, folder),
+            SaveMode::HfCompatible => std::fs::remove_dir_all(out.join(folder)),
+        };
+    }
+
+    pub(super) fn write_model(&self, dir: &Path) -> Result<(), HfError> {
+        let (a, b) = self.model.values();
+        store::write_weights(dir, self.profile, self.args.weights_file(self.profile), a, b).map_err(|e| io_err(dir, e))?;
+        // `_align_special_tokens` at the start of train() (the scenarios save only after it).
+        let pad = self.profile.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && self.profile.aligns_special_tokens);
+        store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b, pad).map_err(|e| io_err(dir, e))?;
+        if self.sc.tokenizer {
+            // `_save`: `processing_class.save_pretrained(output_dir)` after the model, before
+            // training_args.bin, in every checkpoint and in save_model()'s folder.
+            for (name, text) in &self.profile.tokenizer_files {
+                let p = dir.join(name);
+                store::write_text(&p, text).map_err(|e| io_err(&p, e))?;
+            }
+        }
+        store::write_training_args(dir, self.profile, &self.args).map_err(|e| io_err(dir, e))
+    }
+
+    pub(super) fn write_optimizer_and_scheduler(&self, dir: &Path) -> Result<(), HfError> {
+        let opt_sd = self.opt.state_dict();
+        store::write_pyvalue(&dir.join("optimizer.pt"), &opt_sd, self.profile).map_err(|e| io_err(dir, e))?;
+        let sched_sd = match &self.sched {
+            Scheduler::Lambda(s) => LambdaLrState::new(s, self.args.learning_rate, 2, self.sched_steps).to_py(self.profile.torch_layout),
+            Scheduler::Plateau(p) => p.state_dict(self.profile.torch_layout),
+            Scheduler::Greedy(g) => g.state_dict(),
+        };
+        store::write_pyvalue(&dir.join("scheduler.pt"), &sched_sd, self.profile).map_err(|e| io_err(dir, e))
+    }
+
+    pub(super) fn write_rng(&self, dir: &Path) -> Result<(), HfError> {
+        store::write_rng(dir, self.profile, self.args.seed, &self.rng.torch_state()).map_err(|e| io_err(dir, e))
+    }
+
+    /// `trainer.save_model()` after train(): weights, config and training_args.bin in output_dir.
+    pub(super) fn save_model(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        self.write_model(&out)
+    }
+
+    /// `trainer.save_state()`: trainer_state.json in output_dir.
+    pub(super) fn save_state(&mut self) -> Result<(), HfError> {
+        let out = self.output_abs();
+        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        let sp = out.join("trainer_state.json");
+        store::write_text(&sp, &self.state.to_json_string(self.profile)).map_err(|e| io_err(&sp, e))
+    }
+}
+
+/// Rotation by mtime (4.31, and 5.x when saves span a second) assumes each new checkpoint
+/// folder is newer than the others, as it is under HF, whose saves take longer than the file
+/// system's timestamp granularity (a few ms). Our saves can be faster than that, so when the
+/// new folder's mtime does not exceed every other checkpoint's, it is set 1 ms past the newest.
+pub(super) fn keep_mtime_order(dir: &Path) -> std::io::Result<()> {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified());
+    let mine = mtime(dir)?;
+    let mut newest = None;
+    if let Some(parent) = dir.parent() {
+        for e in std::fs::read_dir(parent)?.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if p != dir && p.is_dir() && name.to_string_lossy().starts_with("checkpoint-") {
+                let m = mtime(&p)?;
+                if newest.is_none_or(|n| m > n) {
+                    newest = Some(m);
+                }
+            }
+        }
+    }
+    if let Some(n) = newest.filter(|n| mine <= *n) {
+        let t = n + std::time::Duration::from_millis(1);
+        std::fs::File::open(dir)?.set_times(std::fs::FileTimes::new().set_modified(t))?;
+    }
+    Ok(())
+}
