@@ -68,7 +68,10 @@ struct ConformanceArgs {
 /// Run one scenario file (DIR becomes its run directory) or a folder of them (DIR/<name>/).
 ///
 /// An error HF raises for a scenario is its result (in result.json, exit status 0); a broken
-/// scenario file is the tool's own error (exit status 2, nothing written).
+/// scenario file is the tool's own error (exit status 2, nothing written). In a folder, a
+/// scenario the Rust trainer cannot run (not yet implemented, or an I/O error) does not stop the
+/// others: every scenario runs, those that could not are listed at the end (one line each, no run
+/// directory left for them), and the exit status is then 2.
 #[derive(Debug, Args)]
 struct RunArgs {
     /// A scenario file, or a folder of them.
@@ -234,8 +237,15 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
         }
         Command::Run(a) => {
             let profile = Profile::get(&resolve_hf(&a.hf)?)?;
-            runner::run_path_with(&a.path, &profile, &a.out, save_mode(a.atomic)).map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
+            let not_run = runner::run_path_with(&a.path, &profile, &a.out, save_mode(a.atomic)).map_err(|e| e.to_string())?;
+            if not_run.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprintln!("{} scenario(s) of {} could not be run (no run directory written for them):", not_run.len(), a.path.display());
+            for n in &not_run {
+                eprintln!("  {}: {}", n.name, n.error);
+            }
+            Ok(ExitCode::from(2))
         }
         Command::Diff(a) => {
             for p in [&a.expected, &a.actual] {

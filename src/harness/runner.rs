@@ -23,22 +23,39 @@ pub fn run_scenario_with(sc: &Scenario, profile: &Profile, run_dir: &Path, mode:
     trainer::run_with(sc, profile, run_dir, mode)
 }
 
+/// A scenario of a folder that could not be run: its name and why (the tool's own failure:
+/// not implemented, or I/O). Its run directory is not left behind: a folder of run directories
+/// holds complete ones only (each with its result.json).
+#[derive(Debug)]
+pub struct NotRun {
+    pub name: String,
+    pub error: RunError,
+}
+
 /// `ckptspec run PATH`: a file runs into `out`; a folder runs each scenario into `out/<name>`.
-pub fn run_path(path: &Path, profile: &Profile, out: &Path) -> Result<(), RunError> {
+/// For a folder, a scenario that cannot be run does not stop the others: every scenario is run,
+/// and those that could not be are returned, in order. A broken scenario file stops everything
+/// before anything is written (the folder is loaded and checked first).
+pub fn run_path(path: &Path, profile: &Profile, out: &Path) -> Result<Vec<NotRun>, RunError> {
     run_path_with(path, profile, out, SaveMode::HfCompatible)
 }
 
 /// [`run_path`] with the given [`SaveMode`].
-pub fn run_path_with(path: &Path, profile: &Profile, out: &Path, mode: SaveMode) -> Result<(), RunError> {
-    if path.is_dir() {
-        for (_, sc) in Scenario::load_dir(path)? {
-            run_scenario_with(&sc, profile, &out.join(&sc.name), mode)?;
-        }
-        Ok(())
-    } else {
+pub fn run_path_with(path: &Path, profile: &Profile, out: &Path, mode: SaveMode) -> Result<Vec<NotRun>, RunError> {
+    if !path.is_dir() {
         let sc = Scenario::load(path)?;
-        run_scenario_with(&sc, profile, out, mode)
+        return run_scenario_with(&sc, profile, out, mode).map(|()| vec![]);
     }
+    let mut not_run = vec![];
+    for (_, sc) in Scenario::load_dir(path)? {
+        let dir = out.join(&sc.name);
+        if let Err(error) = run_scenario_with(&sc, profile, &dir, mode) {
+            // A partial run directory (no result.json) is no run directory of the contract.
+            let _ = std::fs::remove_dir_all(&dir);
+            not_run.push(NotRun { name: sc.name.clone(), error });
+        }
+    }
+    Ok(not_run)
 }
 
 /// Where temporary run directories go (the conformance matrix, plans, inspect's replays):

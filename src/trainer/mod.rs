@@ -77,6 +77,10 @@ impl From<ScenarioError> for RunError {
     }
 }
 
+/// HF's `Trainer` during one `train()` call and the calls after it: its arguments, model, data,
+/// optimizer and scheduler, `TrainerState` and `TrainerControl`, and the loop's own counters
+/// (`tr_loss`, `_globalstep_last_logged`, ...). Its methods live in the modules named above,
+/// each beside the HF method it reproduces.
 struct Trainer<'a> {
     profile: &'a Profile,
     sc: &'a Scenario,
@@ -339,7 +343,7 @@ fn io_err(path: &Path, e: impl fmt::Display) -> HfError {
 
 impl<'a> Trainer<'a> {
     /// `Trainer.__init__`: model, data, the version's init-time checks.
-    pub(super) fn new(sc: &'a Scenario, profile: &'a Profile, args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
+    fn new(sc: &'a Scenario, profile: &'a Profile, args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
         tch::set_num_threads(1);
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
@@ -416,11 +420,11 @@ impl<'a> Trainer<'a> {
 
     /// `output_dir` as the runner passes it: relative, so every path HF records is relative to
     /// the run directory (conformance/README.md).
-    pub(super) fn output_rel(&self) -> &'static str {
+    fn output_rel(&self) -> &'static str {
         "output"
     }
 
-    pub(super) fn output_abs(&self) -> PathBuf {
+    fn output_abs(&self) -> PathBuf {
         self.run_dir.join(self.output_rel())
     }
 
