@@ -18,27 +18,30 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ckptspec")
 }
 
-/// What the golden run's own files say inspect must flag: when HF raised an error (result.json)
-/// and the run stopped inside a save, the folder that save left behind: a `tmp-checkpoint-N`, or
-/// a `checkpoint-N` without its `trainer_state.json` (the file a save writes last but for the
-/// RNG state). Nothing otherwise.
-fn expected_flags(run: &Path) -> BTreeSet<String> {
+/// What the golden run's own files say inspect must report when HF raised an error
+/// (result.json) and the run stopped inside a save: the folder that save left behind. A
+/// `checkpoint-N` without its `trainer_state.json` (the file a save writes last but for the RNG
+/// state) is flagged (a problem: the resume picks it); 4.36-4.38's `tmp-checkpoint-N` is a
+/// warning (no resume or rotation matches it). (flagged, warned); nothing otherwise.
+fn expected_flags(run: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     // result.json is Python's JSON (NaN and Infinity appear): read it as Python does.
     let result = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
-    let mut out = BTreeSet::new();
+    let (mut flagged, mut warned) = (BTreeSet::new(), BTreeSet::new());
     if matches!(result.get("error"), None | Some(ckptspec::formats::pyjson::PyJson::Null)) {
-        return out;
+        return (flagged, warned);
     }
     for e in std::fs::read_dir(run.join("output")).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !e.path().is_dir() {
             continue;
         }
-        if name.starts_with("tmp-checkpoint-") || (name.starts_with("checkpoint-") && !e.path().join("trainer_state.json").exists()) {
-            out.insert(name);
+        if name.starts_with("tmp-checkpoint-") {
+            warned.insert(name);
+        } else if name.starts_with("checkpoint-") && !e.path().join("trainer_state.json").exists() {
+            flagged.insert(name);
         }
     }
-    out
+    (flagged, warned)
 }
 
 #[derive(Default)]
@@ -47,6 +50,8 @@ struct Tally {
     checkpoints: usize,
     replayed: usize,
     crashed: usize,
+    /// Of those, the runs whose save left a `tmp-checkpoint-N` (warned of, not flagged).
+    crashed_warned: usize,
     /// Contract-v2 resume folders, and the damaged checkpoints in them checked as flagged.
     resumed: usize,
     damaged: usize,
@@ -117,15 +122,23 @@ fn sweep_profile(version: &str, t: &mut Tally) {
         if r.hf_version != version {
             t.failures.push(format!("{name}: version {} (from {})", r.hf_version, r.version_source));
         }
-        let expected = expected_flags(&run);
-        if !expected.is_empty() {
+        let (expected, warned) = expected_flags(&run);
+        if !expected.is_empty() || !warned.is_empty() {
             t.crashed += 1;
+        }
+        if !warned.is_empty() {
+            t.crashed_warned += 1;
+        }
+        let leftovers: BTreeSet<String> = r.leftovers.iter().map(|l| l.name.clone()).collect();
+        let warned_of = warned.iter().all(|n| r.warnings.iter().any(|w| w.starts_with(&format!("{n}: "))));
+        if leftovers != warned || !warned_of {
+            t.failures.push(format!("{name}: leftovers {leftovers:?}, expected {warned:?} each with a warning: {:#?}", r.warnings));
         }
         let flagged: BTreeSet<String> = r.flagged_folders().into_iter().collect();
         let unattached: Vec<&str> = r.problems.iter().filter(|p| p.folder.is_none()).map(|p| p.message.as_str()).collect();
-        // On a folder a save left behind, the deviations are crash signs only (the replay, fed
-        // the run's own metrics, stops in the same error).
-        let other_kinds: Vec<&str> = r.deviations.iter().filter(|d| d.kind != "crash").map(|d| d.message.as_str()).collect();
+        // On a folder a save left behind, the deviations are crash signs and leftovers only (the
+        // replay, fed the run's own metrics, stops in the same error).
+        let other_kinds: Vec<&str> = r.deviations.iter().filter(|d| d.kind != "crash" && d.kind != inspect::LEFTOVER).map(|d| d.message.as_str()).collect();
         if flagged != expected || !unattached.is_empty() || !other_kinds.is_empty() {
             let msgs: Vec<&str> = r.problems.iter().map(|p| p.message.as_str()).collect();
             t.failures.push(format!("{name}: flagged {flagged:?}, expected {expected:?}: {msgs:#?}"));
@@ -160,17 +173,20 @@ fn no_false_alarms_on_any_golden_folder() {
         all.checkpoints += t.checkpoints;
         all.replayed += t.replayed;
         all.crashed += t.crashed;
+        all.crashed_warned += t.crashed_warned;
         all.resumed += t.resumed;
         all.damaged += t.damaged;
         all.skipped.extend(t.skipped);
         all.failures.extend(t.failures);
     }
     println!(
-        "inspect: {} golden output folders of {} profiles ({} checkpoints; {} stopped inside a save and were flagged as such; {} replayed and compared, {} not replayed) in {:.1?}",
+        "inspect: {} golden output folders of {} profiles ({} checkpoints; {} stopped inside a save: {} flagged at the partial checkpoint-N, {} warned of the tmp-checkpoint-N; {} replayed and compared, {} not replayed) in {:.1?}",
         all.folders,
         versions.len(),
         all.checkpoints,
         all.crashed,
+        all.crashed - all.crashed_warned,
+        all.crashed_warned,
         all.replayed,
         all.skipped.len(),
         start.elapsed()
@@ -193,7 +209,8 @@ fn no_false_alarms_on_any_golden_folder() {
         }
     }
     assert!(all.folders > 3000, "only {} golden output folders found", all.folders);
-    assert!(all.crashed > 0, "no golden run that stopped inside a save: the expectation is never exercised");
+    assert!(all.crashed > all.crashed_warned, "no golden run that stopped inside a save under checkpoint-N: the expectation is never exercised");
+    assert!(all.crashed_warned > 0, "no golden run that left a tmp-checkpoint-N: the warning is never exercised");
     // The replay's comparison is part of "no false alarm" only where it ran: it must run on
     // nearly all (3840 of 3997 when written; the rest lack a training_args.bin or log a NaN).
     assert!(all.replayed * 100 >= all.folders * 95, "only {} of {} folders replayed", all.replayed, all.folders);
@@ -431,16 +448,144 @@ fn a_foreign_checkpoint_with_a_newer_mtime_is_reported() {
 }
 
 #[test]
-fn a_crash_leftover_is_reported() {
-    // A ckptspec staging folder and an HF 5.x incomplete-checkpoint sentinel.
+fn a_crash_leftover_is_a_warning_and_a_partial_checkpoint_a_problem() {
+    // A ckptspec staging folder (what a kill -9 in --atomic mode leaves) and HF 4.36-4.38's
+    // tmp-checkpoint-N: no release's get_last_checkpoint or rotation matches either name, so
+    // they break nothing: listed (deviations, warnings), exit 0.
+    for (v, leftover) in [("5.24.0", ".ckptspec-staging-checkpoint-10"), ("5.24.0", ".ckptspec-staging-old-checkpoint-4"), ("4.37.2", "tmp-checkpoint-10")] {
+        let (_t, out) = copy_output(v, "rotation-limit-2");
+        let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+        copy_dir(&out.join(&newest), &out.join(leftover));
+        let r = inspect::inspect(&out).unwrap();
+        assert!(r.problems.is_empty(), "{v} {leftover}: {}", r.render());
+        assert!(r.leftovers.iter().any(|l| l.name == leftover), "{}", r.render());
+        assert!(r.deviations.iter().any(|d| d.kind == inspect::LEFTOVER && d.folder.as_deref() == Some(leftover)), "{}", r.render());
+        assert!(r.warnings.iter().any(|w| w.starts_with(leftover) && w.contains("breaks nothing")), "{}", r.render());
+        assert_eq!(r.resume_pick.as_deref(), Some(newest.as_str()));
+        assert!(r.render().contains("verdict: nothing here breaks"), "{}", r.render());
+        let (code, j) = run_bin(&out);
+        assert_eq!(code, 0, "{v} {leftover}: {j:#}");
+        assert!(j["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with(leftover)), "{j:#}");
+    }
+    // The same save cut short under its published name: a partial checkpoint-N is what the
+    // resume picks, so it stays a problem.
     let (_t, out) = copy_output("5.24.0", "rotation-limit-2");
     let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
     copy_dir(&out.join(&newest), &out.join(".ckptspec-staging-checkpoint-10"));
-    let r = assert_flagged(&out, ".ckptspec-staging-checkpoint-10", None);
-    assert!(r.deviations.iter().any(|d| d.kind == "crash"), "{}", r.render());
+    copy_dir(&out.join(&newest), &out.join("checkpoint-10"));
+    std::fs::remove_file(out.join("checkpoint-10").join("trainer_state.json")).unwrap();
+    std::fs::remove_file(out.join("checkpoint-10").join("rng_state.pth")).unwrap();
+    let r = assert_flagged(&out, "checkpoint-10", Some("trainer_state.json"));
+    assert!(r.deviations.iter().any(|d| d.kind == "crash" && d.folder.as_deref() == Some("checkpoint-10")), "{}", r.render());
+    assert!(!r.problems.iter().any(|p| p.folder.as_deref() == Some(".ckptspec-staging-checkpoint-10")), "{}", r.render());
+    // HF 5.x's incomplete-checkpoint sentinel.
     let (_t, out) = copy_output("5.24.0", "rotation-limit-2");
     std::fs::write(out.join(&newest).join("checkpoint-is-incomplete.txt"), "").unwrap();
     assert_flagged(&out, &newest, Some("checkpoint-is-incomplete.txt"));
+}
+
+/// A torch file whose pickle is `posix.system("true")`: what `torch.save` writes for an object
+/// whose `__reduce__` returns `(os.system, ("true",))` (GLOBAL `posix system`, REDUCE). The
+/// restricted reader refuses the global; nothing runs, here or in the test.
+fn write_code_pickle(path: &Path) {
+    use ckptspec::formats::torch_format::{self, Construct, Global, Object, Value};
+    let v = Value::Object(Box::new(Object {
+        class: Global::new("posix", "system"),
+        construct: Construct::Reduce,
+        args: vec![Value::Str("true".into())],
+        state: None,
+        list_items: vec![],
+        dict_items: vec![],
+    }));
+    torch_format::save(path, &v).unwrap();
+}
+
+#[test]
+fn a_file_that_calls_code_is_a_problem_with_what_the_release_does_with_it() {
+    // (profile, scenario, file replaced in the newest checkpoint, words the problem must hold,
+    // whether that release's resume runs it (else it refuses it and the resume fails, or does
+    // not read the file at all)).
+    #[derive(PartialEq, Debug)]
+    enum Resume {
+        Runs,
+        Fails,
+        Unread,
+    }
+    let cases: &[(&str, &str, &str, &[&str], Resume)] = &[
+        // The case: 4.51+ pass weights_only=True for optimizer.pt and scheduler.pt.
+        ("4.52.4", "rotation-limit-2", "scheduler.pt", &["torch.load(scheduler.pt, weights_only=True)", "refuses it"], Resume::Fails),
+        // 4.31-4.47 run on torch before 2.6, and pass no weights_only: pickle runs the global.
+        ("4.46.3", "rotation-limit-2", "scheduler.pt", &["without weights_only", "torch 2.5.1", "defaults to False", "runs that code"], Resume::Runs),
+        ("4.46.3", "rotation-limit-2", "optimizer.pt", &["_load_optimizer_and_scheduler", "runs that code"], Resume::Runs),
+        // 4.48-4.50 pass none either, but torch 2.6 made weights_only=True the default.
+        ("4.48.3", "rotation-limit-2", "optimizer.pt", &["without weights_only", "torch 2.6.0", "defaults to True", "refuses it"], Resume::Fails),
+        // rng_state.pth: weights_only=True in 4.51 only, dropped in 4.52 (torch 2.7's default
+        // refuses it all the same), back in 5.0.
+        ("4.51.3", "rotation-limit-2", "rng_state.pth", &["_load_rng_state calls torch.load(rng_state.pth, weights_only=True)"], Resume::Fails),
+        ("4.57.6", "rotation-limit-2", "rng_state.pth", &["_load_rng_state calls torch.load(rng_state.pth) without weights_only", "defaults to True"], Resume::Fails),
+        ("4.31.0", "rotation-limit-2", "rng_state.pth", &["torch 2.1.2", "defaults to False", "runs that code"], Resume::Runs),
+        ("5.24.0", "rotation-limit-2", "rng_state.pth", &["weights_only=True", "refuses it"], Resume::Fails),
+        // 4.31's weights are pytorch_model.bin (save_safetensors off by default), loaded
+        // without weights_only until 4.37.
+        ("4.31.0", "rotation-limit-2", "pytorch_model.bin", &["_load_from_checkpoint", "defaults to False", "runs that code"], Resume::Runs),
+        // training_args.bin: a resume never reads it; whoever loads it back runs it.
+        ("5.24.0", "rotation-limit-2", "training_args.bin", &["a resume never reads training_args.bin", "weights_only=False"], Resume::Unread),
+    ];
+    for (v, scenario, file, words, resume) in cases {
+        let (_t, run) = copy_run(v, scenario);
+        let out = run.join("output");
+        let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+        let path = out.join(&newest).join(file);
+        assert!(path.is_file(), "{v}: {newest} has no {file}");
+        write_code_pickle(&path);
+        let ctx = format!("{v} {newest}/{file}");
+        let r = assert_flagged(&run, &newest, Some(file));
+        let p = r.problems.iter().find(|p| p.file.as_deref() == Some(*file)).unwrap_or_else(|| panic!("{ctx}: {}", r.render()));
+        assert!(
+            p.message.contains("calls posix.system") && p.message.contains("code that would run when the file is loaded"),
+            "{ctx}: {}",
+            p.message
+        );
+        for w in *words {
+            assert!(p.message.contains(w), "{ctx}: no {w:?} in {}", p.message);
+        }
+        let c = r.checkpoints.iter().find(|c| c.name == newest).unwrap();
+        assert!(!c.complete, "{ctx}");
+        assert_eq!(c.code.len(), 1, "{ctx}");
+        assert_eq!(c.code[0].code.global, "posix.system");
+        assert!(r.render().contains(&format!("{newest}: CALLS CODE ({file})")), "{ctx}: {}", r.render());
+        match resume {
+            Resume::Runs => {
+                assert!(!r.resume_ok && r.resume_reasons.is_empty() && !r.resume_runs_code.is_empty(), "{ctx}: {}", r.render());
+                assert!(r.problems.iter().any(|p| p.message.contains("and loading it runs code")), "{ctx}: {}", r.render());
+                assert!(r.render().contains("a resume from it RUNS CODE"), "{ctx}: {}", r.render());
+            }
+            Resume::Fails => {
+                assert!(!r.resume_ok && r.resume_reasons.iter().any(|x| x.contains("posix.system")), "{ctx}: {}", r.render());
+                assert!(r.resume_runs_code.is_empty(), "{ctx}");
+            }
+            Resume::Unread => assert!(r.resume_ok, "{ctx}: {}", r.render()),
+        }
+        let (_, j) = run_bin(&run);
+        let jc = j["checkpoints"].as_array().unwrap().iter().find(|c| c["name"] == newest.as_str()).unwrap();
+        assert_eq!(jc["code"][0]["global"], "posix.system", "{ctx}: {jc:#}");
+        assert_eq!(jc["code"][0]["on_resume"], match resume { Resume::Runs => "runs", Resume::Fails => "refused", Resume::Unread => "not loaded" }, "{ctx}");
+    }
+}
+
+#[test]
+fn code_in_one_state_file_alone_is_not_loaded() {
+    // HF loads optimizer.pt and scheduler.pt only when both exist: with scheduler.pt gone, the
+    // resume never unpickles the code in optimizer.pt (still a problem: the file is code).
+    let (_t, run) = copy_run("4.46.3", "rotation-limit-2");
+    let out = run.join("output");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    write_code_pickle(&out.join(&newest).join("optimizer.pt"));
+    std::fs::remove_file(out.join(&newest).join("scheduler.pt")).unwrap();
+    let r = assert_flagged(&run, &newest, Some("optimizer.pt"));
+    let p = r.problems.iter().find(|p| p.file.as_deref() == Some("optimizer.pt")).unwrap();
+    assert!(p.message.contains("only when both exist"), "{}", p.message);
+    assert!(r.resume_runs_code.is_empty(), "{}", r.render());
 }
 
 #[test]

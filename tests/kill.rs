@@ -8,6 +8,8 @@
 //!   JSON; the deterministic files byte-equal to the uninterrupted run's), exactly the
 //!   checkpoints whose publishing rename happened are there (failpoint kills), every other entry
 //!   is a staging folder that neither `get_last_checkpoint` nor rotation matches; then
+//!   `ckptspec inspect`'s library call finds no problem (exit status 0) and warns of each staging
+//!   leftover (issue 18: a leftover no resume or rotation matches breaks nothing); then
 //!   `trainer::resume(.., ResumeFrom::Last)` completes the run, and its final checkpoint equals
 //!   the uninterrupted run's (`diff::compare_run_dirs` on the two `checkpoint-120` folders:
 //!   weights, optimizer, scheduler, rng state, trainer_state.json in the contract's classes, and
@@ -283,6 +285,9 @@ struct Tally {
     whole_compared: usize,
     inspect_fallbacks: usize,
     incomplete_flagged: usize,
+    /// Atomic mode: inspections without a problem, and the staging leftovers they warned of.
+    inspect_clean: usize,
+    leftovers_warned: usize,
     checkpoints_checked: usize,
     mismatches: Vec<String>,
     /// Seconds spent: in the killed children, judging what they left, in inspect, resuming.
@@ -303,6 +308,8 @@ impl Tally {
         self.whole_compared += o.whole_compared;
         self.inspect_fallbacks += o.inspect_fallbacks;
         self.incomplete_flagged += o.incomplete_flagged;
+        self.inspect_clean += o.inspect_clean;
+        self.leftovers_warned += o.leftovers_warned;
         self.checkpoints_checked += o.checkpoints_checked;
         self.mismatches.extend(o.mismatches);
         for i in 0..4 {
@@ -453,6 +460,8 @@ fn check_atomic(r: &Reference, dir: &Path, how: How, t: &mut Tally) -> Result<bo
     if pick != want_pick {
         return Err(format!("get_last_checkpoint picks {pick:?}, the newest published checkpoint is {want_pick:?}"));
     }
+    let leftovers: Vec<&String> = entries.iter().filter(|n| ckptspec::save::atomic::is_staging_name(n)).collect();
+    inspect_atomic(dir, &leftovers, !present.is_empty(), t)?;
     if let How::Failpoint { n, .. } = how {
         // Published: exactly the saves whose rename came before the kill; a staging folder:
         // exactly the save that was under way.
@@ -470,6 +479,37 @@ fn check_atomic(r: &Reference, dir: &Path, how: How, t: &mut Tally) -> Result<bo
         return Err(format!("more than one staging folder: {staging:?}"));
     }
     Ok(!staging.is_empty())
+}
+
+/// Atomic mode after a kill: every published checkpoint loads and the resume pick works, so
+/// `inspect` finds no problem (exit status 0), and it names each staging leftover as a warning.
+fn inspect_atomic(dir: &Path, leftovers: &[&String], published: bool, t: &mut Tally) -> Result<(), String> {
+    let t0 = Instant::now();
+    let report = inspect::inspect(dir);
+    t.secs[2] += t0.elapsed().as_secs_f64();
+    match report {
+        Ok(rep) => {
+            if !rep.problems.is_empty() {
+                let msgs: Vec<&str> = rep.problems.iter().map(|p| p.message.as_str()).collect();
+                return Err(format!("inspect lists {} problem(s) (exit 1): {msgs:#?}", msgs.len()));
+            }
+            for l in leftovers {
+                if !rep.warnings.iter().any(|w| w.starts_with(&format!("{l}: "))) {
+                    return Err(format!("inspect does not warn of the leftover {l}: {:#?}", rep.warnings));
+                }
+            }
+            t.inspect_clean += 1;
+            t.leftovers_warned += leftovers.len();
+            Ok(())
+        }
+        // Killed before any file named the version (no config.json or training_args.bin yet):
+        // the tool's own error, as for a folder without a checkpoint.
+        Err(_) if !published => {
+            t.inspect_fallbacks += 1;
+            Ok(())
+        }
+        Err(e) => Err(format!("inspect: {e}")),
+    }
 }
 
 fn tail(s: &BTreeSet<u64>) -> String {
@@ -666,6 +706,12 @@ fn kill_minus_nine_at_random_moments_and_failpoints() {
                 t.resumed,
                 t.whole_compared,
                 if t.resumed_from_scratch > 0 { format!(", {} reruns from scratch (killed before the first publish: HF's resume raises)", t.resumed_from_scratch) } else { String::new() },
+            );
+            println!(
+                "  inspect: {} runs without a problem (exit 0), {} staging leftovers named as warnings{}",
+                t.inspect_clean,
+                t.leftovers_warned,
+                if t.inspect_fallbacks > 0 { format!(" ({} runs killed before any file named the version)", t.inspect_fallbacks) } else { String::new() },
             );
         } else {
             println!(

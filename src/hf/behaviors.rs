@@ -179,6 +179,30 @@ pub enum EpochSkip {
     None,
 }
 
+/// How HF calls `torch.load` on a checkpoint file it reads back. It decides what a file whose
+/// pickle calls a global off torch's allow-list (`posix.system`: code) does to a resume: with
+/// `weights_only=True` torch refuses it (`UnpicklingError: Weights only load failed`), the
+/// resume fails and nothing runs; with `weights_only=False` pickle imports and calls the global
+/// while loading, so the code runs before HF sees what the file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TorchLoad {
+    /// `torch.load(path)` without `weights_only`: the torch release's default decides
+    /// ([`TorchLayout::load_weights_only_default`]).
+    TorchDefault,
+    /// `torch.load(path, weights_only=True)`.
+    WeightsOnly,
+}
+
+impl TorchLoad {
+    /// Whether the load is weights-only under a torch release whose default is `torch_default`.
+    pub fn weights_only(self, torch_default: bool) -> bool {
+        match self {
+            TorchLoad::TorchDefault => torch_default,
+            TorchLoad::WeightsOnly => true,
+        }
+    }
+}
+
 behaviors! {
     /// Every HF behavior that differs between transformers releases, as one release has it.
     struct Behaviors;
@@ -363,6 +387,11 @@ behaviors! {
     /// `torch.save` writes `.format_version` and `.storage_alignment` and stores storages in
     /// first-use order (else lexicographic key order).
     archive_format_version: bool = ["2.1.0" => false, "2.7.0" => true];
+    /// `torch.load`'s default for `weights_only` (2.6 turned it on; 2.4-2.5 only warned): a
+    /// load that does not pass it refuses a pickle calling a global off torch's allow-list
+    /// from 2.6 on, and runs it before. Checked against torch 2.1.2 and 2.13.0 with a file
+    /// calling `posix.system` (`ckptspec inspect` reads it: [`TorchLoad`]).
+    load_weights_only_default: bool = ["2.1.0" => false, "2.6.0" => true];
 }
 
 behaviors! {
@@ -425,6 +454,27 @@ behaviors! {
     /// The same for an empty pytorch_model.bin: `_load_from_checkpoint` passes `weights_only=True`
     /// from 4.37.
     empty_weights_file_message: &'static str = ["4.31.0" => "Ran out of input", "4.37.0" => ""];
+    /// How `_load_optimizer_and_scheduler` calls `torch.load` on optimizer.pt and scheduler.pt
+    /// (both, only when both exist): without `weights_only` until 4.50, `weights_only=True`
+    /// from 4.51 (read in the trainer.py of 4.31.0, 4.32.1, 4.35.2, 4.37.2, 4.46.3, 4.47.1,
+    /// 4.49.0, 4.50.3, 4.51.3, 4.52.4, 4.57.6, 5.0.0, 5.14.1, 5.17.0, 5.18.0, 5.24.0). The
+    /// profiles on torch before 2.6 (4.31-4.47) therefore run a pickled global; 4.48-4.50 refuse
+    /// it through torch 2.6's default.
+    optimizer_scheduler_load: TorchLoad = ["4.31.0" => TorchLoad::TorchDefault, "4.51.0" => TorchLoad::WeightsOnly];
+    /// How `_load_rng_state` calls `torch.load` on rng_state.pth (inside `safe_globals()`, which
+    /// allow-lists numpy's array globals, from 4.47): `weights_only=True` in 4.51 only; 4.52
+    /// dropped the argument again (transformers PR 37162), 5.0 restored it (CVE-2026-1839,
+    /// transformers PR 43140). Read in the same releases as `optimizer_scheduler_load`.
+    rng_state_load: TorchLoad = [
+        "4.31.0" => TorchLoad::TorchDefault,
+        "4.51.0" => TorchLoad::WeightsOnly,
+        "4.52.0" => TorchLoad::TorchDefault,
+        "5.0.0" => TorchLoad::WeightsOnly,
+    ];
+    /// How `_load_from_checkpoint` and `_load_best_model` call `torch.load` on
+    /// pytorch_model.bin: `weights_only=True` from 4.37 (on every torch from 1.13, so every
+    /// profile); the same change as `empty_weights_file_message`.
+    weights_file_load: TorchLoad = ["4.31.0" => TorchLoad::TorchDefault, "4.37.0" => TorchLoad::WeightsOnly];
     /// What torch appends to `PytorchStreamReader failed reading zip archive: failed finding
     /// central directory` (a torch file cut short): torch 2.11 explains it (5.4's profile is the
     /// first on torch 2.11).

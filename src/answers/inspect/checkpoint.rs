@@ -35,9 +35,17 @@
 //!   failing resume.)
 //! * `training_args.bin` is never read by a resume: missing or corrupt, the checkpoint is
 //!   incomplete but resumes.
+//!
+//! A torch file whose pickle calls a global off the restricted reader's allow-list
+//! (`posix.system`) is not a checkpoint file HF wrote: it is code that runs when the file is
+//! unpickled. The reader stops at that global (nothing is run) and the file is reported as
+//! such, with what this release's resume does with it ([`on_resume`]): `torch.load` with
+//! `weights_only` on (HF's argument, or torch 2.6's default) refuses it and the resume fails;
+//! without it, the resume runs the code.
 
 use crate::formats::pyjson::PyJson;
 use crate::formats::torch_format::{self, FormatError, LoadOptions, Value};
+use crate::hf::behaviors::TorchLoad;
 use crate::hf::profile::Profile;
 use std::path::{Path, PathBuf};
 use super::training_args::{self, TrainingArgsFile};
@@ -49,8 +57,39 @@ pub enum FileState {
     Missing,
     /// Present but unreadable or not what HF's loader accepts; the reason.
     Corrupt(String),
-    /// Names a global the restricted reader does not admit: not read further (nothing run).
-    Unchecked(String),
+    /// Its pickle calls a global the restricted reader does not admit: code that runs when the
+    /// file is unpickled. Not read further (nothing was run).
+    Code(CodeGlobal),
+}
+
+/// The global a file's pickle calls, as the restricted reader found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeGlobal {
+    /// `posix.system`.
+    pub global: String,
+    /// Where: `data.pkl at byte 2` (`shard <file>, data.pkl at byte 2` for a sharded model).
+    pub at: String,
+}
+
+/// A file of the folder that calls a global, and what this release's resume does with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeFile {
+    pub file: String,
+    pub code: CodeGlobal,
+    pub on_resume: OnResume,
+}
+
+/// What `train(resume_from_checkpoint=<the folder>)` of a release does with a file whose pickle
+/// calls a global off the allow-list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnResume {
+    /// It unpickles the file without weights_only: the code runs. How it loads it, in words.
+    Runs(String),
+    /// It loads the file weights-only: torch refuses it (`UnpicklingError`), the resume fails.
+    Refused(String),
+    /// The resume does not load this file (why); loading it elsewhere without weights_only
+    /// still runs the code.
+    NotLoaded(String),
 }
 
 /// The verdict on one folder.
@@ -75,7 +114,14 @@ pub struct Checkpoint {
     pub resume_fails: Vec<String>,
     /// What such a resume silently does not restore (it runs, but does not continue the run).
     pub resume_degraded: Vec<String>,
-    /// Plain remarks (save_only_model, unchecked files, ...).
+    /// The part of `resume_fails` about the weights file (`_load_best_model` reads the same
+    /// file the same way, so these also decide whether the folder serves as the best model).
+    pub weights_fails: Vec<String>,
+    /// What a resume from this folder runs: the files whose code its loads execute (in words).
+    pub resume_runs_code: Vec<String>,
+    /// Files whose pickle calls a global off the allow-list (code), with the resume's handling.
+    pub code: Vec<CodeFile>,
+    /// Plain remarks (save_only_model, ...).
     pub notes: Vec<String>,
     /// The parsed trainer_state.json, when it parses.
     pub state: Option<PyJson>,
@@ -164,6 +210,9 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         complete: false,
         resume_fails: vec![],
         resume_degraded: vec![],
+        weights_fails: vec![],
+        resume_runs_code: vec![],
+        code: vec![],
         notes: vec![],
         state: None,
         args: None,
@@ -214,7 +263,7 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     } else {
         (preferred.to_string(), FileState::Missing)
     };
-    c.files.push((weights_name, weights_state.clone()));
+    c.files.push((weights_name.clone(), weights_state.clone()));
     // The other weights file, when present, is read too (a resume may take it).
     let other = if preferred == "model.safetensors" { "pytorch_model.bin" } else { "model.safetensors" };
     let other_state = if has(other) { Some(check_weights(&dir.join(other))) } else { None };
@@ -332,22 +381,24 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         match s {
             FileState::Missing => c.missing.push(f.clone()),
             FileState::Corrupt(why) => c.corrupt.push((f.clone(), why.clone())),
-            FileState::Unchecked(why) => c.notes.push(format!("{f}: not checked: {why}")),
+            FileState::Code(g) => c.code.push(CodeFile { file: f.clone(), code: g.clone(), on_resume: OnResume::NotLoaded(String::new()) }),
             FileState::Ok => {}
         }
     }
-    c.complete = c.missing.is_empty() && c.corrupt.is_empty() && !c.sentinel;
+    // A file that calls code is not what a save writes: the folder is not complete.
+    c.complete = c.missing.is_empty() && c.corrupt.is_empty() && c.code.is_empty() && !c.sentinel;
     if c.sentinel {
         c.notes.push("checkpoint-is-incomplete.txt is present: HF 5.x's JIT checkpoint was still being written".into());
     }
 
     // The resume verdict.
+    let mut weights_loaded: Option<String> = None;
     let any_weights = present.iter().any(|f| {
         ["pytorch_model.bin", "model.safetensors", "pytorch_model.bin.index.json", "model.safetensors.index.json", "adapter_model.bin", "adapter_model.safetensors"]
             .contains(&f.as_str())
     });
     if !any_weights {
-        c.resume_fails.push(format!("no weights file: _load_from_checkpoint raises ValueError(\"Can't find a valid checkpoint at {}\")", c.name));
+        c.weights_fails.push(format!("no weights file: _load_from_checkpoint raises ValueError(\"Can't find a valid checkpoint at {}\")", c.name));
     } else {
         // The file _load_from_checkpoint loads: safetensors when preferred and present.
         let (loaded, state) = if preferred == "model.safetensors" && has("model.safetensors") {
@@ -362,13 +413,15 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
             ("pytorch_model.bin", FileState::Missing)
         };
         match state {
-            FileState::Missing => c.resume_fails.push(format!(
+            FileState::Missing => c.weights_fails.push(format!(
                 "it loads {loaded}, which is absent (save_safetensors=False: torch.load raises FileNotFoundError)"
             )),
-            FileState::Corrupt(why) => c.resume_fails.push(format!("{loaded} does not load: {why}")),
+            FileState::Corrupt(why) => c.weights_fails.push(format!("{loaded} does not load: {why}")),
             _ => {}
         }
+        weights_loaded = Some(if loaded == "the sharded weights" { weights_name.clone() } else { loaded.to_string() });
     }
+    c.resume_fails.extend(c.weights_fails.iter().cloned());
     if let FileState::Corrupt(why) = &config_state {
         c.resume_fails.push(format!("config.json does not parse (PretrainedConfig.from_json_file raises): {why}"));
     }
@@ -406,16 +459,98 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         }
         _ => {}
     }
+
+    // Files that call code: what this release's resume does with each.
+    let both_state_files = opt.is_some() && sch.is_some();
+    let mut code = std::mem::take(&mut c.code);
+    for cf in &mut code {
+        cf.on_resume = on_resume(profile, &cf.file, &cf.code, weights_loaded.as_deref(), both_state_files);
+        match &cf.on_resume {
+            OnResume::Refused(how) => {
+                let why = format!("{} calls {}: {how}", cf.file, cf.code.global);
+                if Some(cf.file.as_str()) == weights_loaded.as_deref() {
+                    c.weights_fails.push(why.clone());
+                }
+                c.resume_fails.push(why);
+            }
+            OnResume::Runs(how) => c.resume_runs_code.push(format!("{} calls {}: {how}", cf.file, cf.code.global)),
+            OnResume::NotLoaded(_) => {}
+        }
+    }
+    c.code = code;
     c
 }
 
-/// A FormatError message: a refused global is "unchecked", everything else corrupt.
-fn classify(msg: &str) -> FileState {
-    if msg.contains("refusing global") {
-        FileState::Unchecked(msg.to_string())
-    } else {
-        FileState::Corrupt(msg.to_string())
+/// What `train(resume_from_checkpoint=<folder>)` of this release does with `file` when its
+/// pickle calls a global off the allow-list: per HF loader, the `torch.load` call of the release
+/// (the resume table's `*_load` rows) under the profile's torch default (the torch table's
+/// `load_weights_only_default`). `weights_loaded` is the weights file `_load_from_checkpoint`
+/// loads; `both_state_files`: optimizer.pt and scheduler.pt are both present (HF loads neither
+/// otherwise).
+pub fn on_resume(profile: &Profile, file: &str, code: &CodeGlobal, weights_loaded: Option<&str>, both_state_files: bool) -> OnResume {
+    let rules = profile.resume_rules();
+    let torch_default = profile.torch_layout.load_weights_only_default;
+    let v = profile.version;
+    let by = |load: TorchLoad, loader: &str| -> OnResume {
+        let call = match load {
+            TorchLoad::WeightsOnly => format!("{v}'s {loader} calls torch.load({file}, weights_only=True)"),
+            TorchLoad::TorchDefault => format!(
+                "{v}'s {loader} calls torch.load({file}) without weights_only, which torch {} (this release's torch line) defaults to {}",
+                profile.torch,
+                if torch_default { "True" } else { "False" }
+            ),
+        };
+        if load.weights_only(torch_default) {
+            OnResume::Refused(format!(
+                "{call}, which refuses it (UnpicklingError: Weights only load failed ... {}), so the resume fails before running it",
+                code.global
+            ))
+        } else {
+            OnResume::Runs(format!("{call}, which imports and calls {} while unpickling: the resume runs that code", code.global))
+        }
+    };
+    match file {
+        "optimizer.pt" | "scheduler.pt" if both_state_files => by(rules.optimizer_scheduler_load, "_load_optimizer_and_scheduler"),
+        "optimizer.pt" | "scheduler.pt" => OnResume::NotLoaded(format!(
+            "{v}'s resume loads optimizer.pt and scheduler.pt only when both exist, so it skips {file}"
+        )),
+        f if f == "rng_state.pth" || (f.starts_with("rng_state_") && f.ends_with(".pth")) => by(rules.rng_state_load, "_load_rng_state"),
+        f if Some(f) == weights_loaded && !f.ends_with(".safetensors") && !f.ends_with(".json") => {
+            by(rules.weights_file_load, "_load_from_checkpoint (and _load_best_model)")
+        }
+        "training_args.bin" => OnResume::NotLoaded(
+            "a resume never reads training_args.bin; torch.load(training_args.bin, weights_only=False), which reading a TrainingArguments back needs, runs that code".into(),
+        ),
+        f if f.ends_with(".index.json") => OnResume::NotLoaded(format!(
+            "{v}'s resume loads the shards through load_sharded_checkpoint, whose torch.load this inspection does not model; unpickled without weights_only, the shard runs that code"
+        )),
+        "scaler.pt" => OnResume::NotLoaded(format!(
+            "{v}'s resume reads scaler.pt only with fp16 loss scaling (not modelled here); unpickled without weights_only, it runs that code"
+        )),
+        _ => OnResume::NotLoaded(format!(
+            "{v}'s resume does not load {file}; anything that unpickles it without weights_only runs that code"
+        )),
     }
+}
+
+/// A reader's error message (training_args.bin's come as text): a refused global is code,
+/// everything else corrupt.
+fn classify(msg: &str) -> FileState {
+    match refused_global(msg) {
+        Some(g) => FileState::Code(g),
+        None => FileState::Corrupt(msg.to_string()),
+    }
+}
+
+/// The global and place of a [`FormatError::RefusedGlobal`] message (`data.pkl: refusing global
+/// posix.system at byte 2 (not on the allow-list)`), prefixed or not.
+fn refused_global(msg: &str) -> Option<CodeGlobal> {
+    let (head, rest) = msg.split_once("refusing global ")?;
+    let (global, tail) = rest.split_once(" at byte ")?;
+    let byte = tail.split(' ').next().unwrap_or(tail);
+    let record = head.trim_end().trim_end_matches(':').rsplit(": ").next().unwrap_or("").trim();
+    let at = if record.is_empty() { format!("byte {byte}") } else { format!("{record} at byte {byte}") };
+    Some(CodeGlobal { global: global.to_string(), at })
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -437,7 +572,9 @@ fn load_torch(path: &Path) -> Result<Value, FileState> {
     let opts = LoadOptions { lazy: true, verify_crc: true, ..LoadOptions::default() };
     let v = match torch_format::load_with(path, &opts) {
         Ok(l) => l.value,
-        Err(e @ FormatError::RefusedGlobal { .. }) => return Err(FileState::Unchecked(training_args::strip_path(&e.to_string(), path))),
+        Err(FormatError::RefusedGlobal { record, offset, global, .. }) => {
+            return Err(FileState::Code(CodeGlobal { global, at: format!("{record} at byte {offset}") }))
+        }
         Err(e) => return Err(corrupt(e)),
     };
     let mut f = std::fs::File::open(path).map_err(|e| FileState::Corrupt(format!("open failed: {e}")))?;
@@ -514,8 +651,10 @@ fn check_index(dir: &Path, index: &str) -> FileState {
         if !sp.is_file() {
             return FileState::Corrupt(format!("shard {s} is missing"));
         }
-        if let FileState::Corrupt(why) = check_weights(&sp) {
-            return FileState::Corrupt(format!("shard {s}: {why}"));
+        match check_weights(&sp) {
+            FileState::Corrupt(why) => return FileState::Corrupt(format!("shard {s}: {why}")),
+            FileState::Code(g) => return FileState::Code(CodeGlobal { global: g.global, at: format!("shard {s}, {}", g.at) }),
+            _ => {}
         }
     }
     FileState::Ok

@@ -16,11 +16,13 @@
 //!   folder by folder.
 //!
 //! A *problem* is something that is not as HF of that version leaves an output folder, or that
-//! breaks a resume or `load_best_model_at_end`: a missing or unreadable file, an interrupted
-//! save, a folder of another run, a deviation from the replayed plan, a best folder that is gone,
-//! a resume pick that fails. Exit status 1 when there is any, 0 otherwise. What HF itself does
-//! with these arguments (a best pointer to a step that release never saves, which the replay
-//! reproduces) is a *warning*: said, not counted.
+//! breaks a resume or `load_best_model_at_end`: a missing or unreadable file, a file whose pickle
+//! calls code, a partial `checkpoint-N`, a folder of another run, a deviation from the replayed
+//! plan, a best folder that is gone, a resume pick that fails. Exit status 1 when there is any,
+//! 0 otherwise. What HF itself does with these arguments (a best pointer to a step that release
+//! never saves, which the replay reproduces) is a *warning*: said, not counted. So is a leftover
+//! of an interrupted save that no resume or rotation ever matches (`tmp-checkpoint-N`, a
+//! ckptspec staging folder): it shows that a save was cut short, but breaks nothing.
 
 pub mod checkpoint;
 pub mod lineage;
@@ -67,9 +69,13 @@ pub struct Problem {
     pub message: String,
 }
 
-/// A folder in the output folder that HF's resume never picks: a `tmp-checkpoint-N` (the
-/// staging folder of 4.36-4.38), a ckptspec staging folder, a `checkpoint-*` name that is not
-/// `checkpoint-<digits>`.
+/// A folder an interrupted save left that HF's resume never picks: a `tmp-checkpoint-N` (the
+/// staging folder of 4.36-4.38) or a ckptspec atomic-mode staging folder. A *warning*, not a
+/// problem: `get_last_checkpoint` (`^checkpoint\-(\d+)$`) and rotation (the glob
+/// `checkpoint-*`) match neither name in any release 4.31-5.24, so a resume, rotation and
+/// `load_best_model_at_end` work as if it were not there; what the interrupted save did leave
+/// under a `checkpoint-N` name (a partial folder) is a problem of its own. (A `checkpoint-*` name
+/// that is not `checkpoint-<digits>` is a note: mtime rotation counts it.)
 #[derive(Debug, Clone)]
 pub struct Leftover {
     pub name: String,
@@ -117,6 +123,8 @@ pub struct Report {
     pub resume_pick: Option<String>,
     pub resume_ok: bool,
     pub resume_reasons: Vec<String>,
+    /// What the picked resume runs: the code its `torch.load` calls execute (in words).
+    pub resume_runs_code: Vec<String>,
     pub replay: replay::Outcome,
     pub deviations: Vec<replay::Deviation>,
     pub problems: Vec<Problem>,
@@ -178,12 +186,22 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
             continue;
         }
         if let Some(rest) = name.strip_prefix("tmp-checkpoint-") {
+            // HF 4.36-4.38's _save_checkpoint writes into tmp-checkpoint-N whenever checkpoint-N
+            // is absent or empty (an existing one is reused) and renames it at the end.
             leftovers.push(Leftover {
                 name: name.clone(),
-                what: format!("the staging folder of a save of step {rest} that never reached its rename (4.36-4.38 write tmp-checkpoint-N, then rename it): a save was interrupted"),
+                what: format!(
+                    "the staging folder of a save of step {rest} that never reached its rename (4.36-4.38 write tmp-checkpoint-N, then rename it): a save was interrupted. \
+                     It breaks nothing: no release's get_last_checkpoint (^checkpoint-(\\d+)$) or rotation (checkpoint-*) matches it; 4.36-4.38's next save of step {rest} writes into it and renames it, otherwise it stays until removed by hand"
+                ),
             });
         } else if crate::save::atomic::is_staging_name(name) {
-            leftovers.push(Leftover { name: name.clone(), what: "a ckptspec atomic-mode staging folder: a save was interrupted before its publish".into() });
+            leftovers.push(Leftover {
+                name: name.clone(),
+                what: "a ckptspec atomic-mode staging folder: a save or a rotation's deletion was interrupted before its rename. \
+                       It breaks nothing: HF's get_last_checkpoint and rotation never match the name, and the next atomic-mode save or resume removes it"
+                    .into(),
+            });
         } else if name.starts_with("checkpoint-") && checkpoint::hf_step(name).is_none() {
             notes.push(format!("{name}: not checkpoint-<digits>, so resume never picks it; HF's rotation globs checkpoint-* and, in mtime order, counts it"));
         }
@@ -317,6 +335,20 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         for (f, why) in &c.corrupt {
             problems.push(Problem { folder: Some(c.name.clone()), file: Some(f.clone()), message: format!("{}/{f} is unreadable: {why}", c.name) });
         }
+        for cf in &c.code {
+            let consequence = match &cf.on_resume {
+                checkpoint::OnResume::Runs(how) | checkpoint::OnResume::Refused(how) => format!("a resume from {}: {how}", c.name),
+                checkpoint::OnResume::NotLoaded(why) => why.clone(),
+            };
+            problems.push(Problem {
+                folder: Some(c.name.clone()),
+                file: Some(cf.file.clone()),
+                message: format!(
+                    "{}/{} calls {} when unpickled ({}): code that would run when the file is loaded, not a file a save of {} writes; {consequence}",
+                    c.name, cf.file, cf.code.global, cf.code.at, profile.version
+                ),
+            });
+        }
         if c.sentinel {
             problems.push(Problem { folder: Some(c.name.clone()), file: Some("checkpoint-is-incomplete.txt".into()), message: format!("{}/checkpoint-is-incomplete.txt is present (HF 5.x's JIT-checkpoint sentinel): the save did not finish", c.name) });
         }
@@ -329,7 +361,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         }
     }
     for l in &leftovers {
-        deviations.push(replay::Deviation { kind: "crash", folder: Some(l.name.clone()), message: format!("{}: {}", l.name, l.what) });
+        deviations.push(replay::Deviation { kind: LEFTOVER, folder: Some(l.name.clone()), message: format!("{}: {}", l.name, l.what) });
     }
     // Folders of another run.
     for (i, why, continues) in &lin.foreign {
@@ -410,8 +442,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
             let exists = dir.is_dir() && checkpoint::hf_step(&folder).is_some();
             let loadable = exists.then(|| {
                 checkpoints.iter().find(|c| c.name == folder).map_or(Ok(()), |c| {
-                    let bad: Vec<String> = c.resume_fails.iter().filter(|r| r.contains("load") && (r.contains(".safetensors") || r.contains(".bin") || r.contains("weights"))).cloned().collect();
-                    if bad.is_empty() { Ok(()) } else { Err(bad.join("; ")) }
+                    if c.weights_fails.is_empty() { Ok(()) } else { Err(c.weights_fails.join("; ")) }
                 })
             });
             best.push(BestPointer { source, recorded: b.clone(), folder, exists, loadable });
@@ -466,6 +497,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
     // Resume.
     let pick = resume::last_checkpoint(entries.iter().map(|(n, d)| (n.as_str(), *d))).map(str::to_string);
     let mut resume_reasons = vec![];
+    let mut resume_runs_code = vec![];
     let mut resume_ok = false;
     match pick.as_ref().and_then(|p| checkpoints.iter().find(|c| c.name == *p)) {
         Some(c) => {
@@ -490,19 +522,30 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
             if lin.foreign.iter().any(|(i, _, _)| checkpoints[*i].name == c.name) {
                 warnings.push(format!("resume_from_checkpoint=True picks {}, which belongs to another run", c.name));
             }
-            resume_ok = resume_reasons.is_empty();
-            if !resume_ok {
+            resume_runs_code.extend(c.resume_runs_code.iter().cloned());
+            resume_ok = resume_reasons.is_empty() && resume_runs_code.is_empty();
+            if !resume_reasons.is_empty() {
                 problems.push(Problem {
                     folder: Some(c.name.clone()),
                     file: None,
                     message: format!("resume_from_checkpoint=True picks {} and fails: {}", c.name, resume_reasons.join("; ")),
+                });
+            } else if !resume_runs_code.is_empty() {
+                problems.push(Problem {
+                    folder: Some(c.name.clone()),
+                    file: None,
+                    message: format!("resume_from_checkpoint=True picks {}, and loading it runs code: {}", c.name, resume_runs_code.join("; ")),
                 });
             }
         }
         None => resume_reasons.push(format!("no checkpoint-N folder: resume_from_checkpoint=True raises ValueError(\"No valid checkpoint found in output directory ({})\")", output_dir_arg.clone().unwrap_or_else(|| out.display().to_string()))),
     }
     for d in &deviations {
-        problems.push(Problem { folder: d.folder.clone(), file: None, message: d.message.clone() });
+        if d.kind == LEFTOVER {
+            warnings.push(d.message.clone());
+        } else {
+            problems.push(Problem { folder: d.folder.clone(), file: None, message: d.message.clone() });
+        }
     }
     if let Some(n) = resolved.note() {
         notes.push(n.replace("--hf ", "transformers "));
@@ -528,6 +571,7 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         resume_pick: pick,
         resume_ok,
         resume_reasons,
+        resume_runs_code,
         replay: replay_out,
         deviations,
         problems,
@@ -535,6 +579,9 @@ pub fn inspect(dir: &Path) -> Result<Report, String> {
         notes,
     })
 }
+
+/// The deviation kind of a [`Leftover`]: listed with the deviations, counted as a warning.
+pub const LEFTOVER: &str = "leftover";
 
 /// Folder mtimes closer than this are not ordered (HF's own rotation treats a span under 1 s as
 /// "mtime may not be reliable", 4.52+; a copy or checkout writes folders within milliseconds).

@@ -36,13 +36,23 @@ impl Report {
                 if c.sentinel {
                     problems.push("checkpoint-is-incomplete.txt: present".into());
                 }
+                problems.extend(c.code.iter().map(|cf| format!("{}: calls {} ({}): code that would run on load", cf.file, cf.code.global, cf.code.at)));
                 json!({
                     "name": c.name,
                     "step": c.step,
                     "complete": c.complete,
                     "problems": problems,
-                    "resume": if !c.resume_fails.is_empty() { "fails" } else if !c.resume_degraded.is_empty() { "degraded" } else { "ok" },
+                    "resume": if !c.resume_fails.is_empty() { "fails" } else if !c.resume_runs_code.is_empty() { "runs code" } else if !c.resume_degraded.is_empty() { "degraded" } else { "ok" },
                     "resume_fails": c.resume_fails,
+                    "resume_runs_code": c.resume_runs_code,
+                    "code": c.code.iter().map(|cf| {
+                        let (on_resume, how) = match &cf.on_resume {
+                            checkpoint::OnResume::Runs(h) => ("runs", h),
+                            checkpoint::OnResume::Refused(h) => ("refused", h),
+                            checkpoint::OnResume::NotLoaded(h) => ("not loaded", h),
+                        };
+                        json!({"file": cf.file, "global": cf.code.global, "at": cf.code.at, "on_resume": on_resume, "how": how})
+                    }).collect::<Vec<_>>(),
                     "resume_degraded": c.resume_degraded,
                     "notes": c.notes,
                     "transformers_version": c.config_version,
@@ -82,6 +92,7 @@ impl Report {
             "resume_pick": self.resume_pick,
             "resume_ok": self.resume_ok,
             "resume_reasons": self.resume_reasons,
+            "resume_runs_code": self.resume_runs_code,
             "replay": {
                 "compared": self.replay.compared,
                 "skipped": self.replay.skipped,
@@ -153,9 +164,17 @@ impl Report {
             w(&mut o, "  none".into());
         }
         for c in &self.checkpoints {
-            let head = if c.complete { "complete".to_string() } else { "INCOMPLETE".to_string() };
+            let head = if !c.code.is_empty() {
+                format!("CALLS CODE ({})", c.code.iter().map(|cf| cf.file.as_str()).collect::<Vec<_>>().join(", "))
+            } else if c.complete {
+                "complete".to_string()
+            } else {
+                "INCOMPLETE".to_string()
+            };
             let resume = if !c.resume_fails.is_empty() {
                 "a resume from it FAILS"
+            } else if !c.resume_runs_code.is_empty() {
+                "a resume from it RUNS CODE"
             } else if !c.resume_degraded.is_empty() {
                 "a resume from it runs but does not continue the run"
             } else {
@@ -168,7 +187,13 @@ impl Report {
             for (f, why) in &c.corrupt {
                 w(&mut o, format!("    {f}: unreadable: {why}"));
             }
+            for cf in &c.code {
+                w(&mut o, format!("    {}: calls {} ({}): code that would run on load", cf.file, cf.code.global, cf.code.at));
+            }
             for r in &c.resume_fails {
+                w(&mut o, format!("    resume: {r}"));
+            }
+            for r in &c.resume_runs_code {
                 w(&mut o, format!("    resume: {r}"));
             }
             for r in &c.resume_degraded {
@@ -207,6 +232,9 @@ impl Report {
                 } else {
                     for r in &self.resume_reasons {
                         w(&mut o, format!("  FAILS: {r}"));
+                    }
+                    for r in &self.resume_runs_code {
+                        w(&mut o, format!("  RUNS CODE: {r}"));
                     }
                 }
             }
