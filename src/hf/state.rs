@@ -1,18 +1,20 @@
 //! TrainerState as the version serialises it (`json.dumps(asdict(state), indent=2,
-//! sort_keys=True)`): which fields exist is a profile matter; values keep Python's types.
+//! sort_keys=True)`): which fields exist is a profile matter; values keep Python's types. Also
+//! the rest of trainer_callback.py's vocabulary the layers above share: TrainerControl's flags,
+//! the resolved logging/eval/save intervals the state records, and the best-metric fields. How
+//! they change is [`crate::policy`]'s to decide (`impl Best` is in [`crate::policy::best`]).
 
 use crate::formats::pyjson::{DumpOptions, PyJson};
 use crate::hf::args::{Args, Num};
 use crate::hf::profile::Profile;
 
-/// The best-tracking part of TrainerState.
+/// The best-tracking part of TrainerState (its rules: [`crate::policy::best`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Best {
     pub best_metric: Option<PyJson>,
     pub best_global_step: Option<u64>,
     pub best_model_checkpoint: Option<String>,
 }
-
 
 /// TrainerControl's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
