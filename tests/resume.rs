@@ -91,6 +91,15 @@ fn cases(profile: &Profile) -> Vec<(String, Case)> {
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/scheduler.pt", Some(100))] }),
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/rng_state.pth", Some(100))] }),
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-3", damage: &[("output/checkpoint-3/rng_state.pth", Some(0))] }),
+        // Around the zip format's fixed records (damaged.rs, `eocd_search`): shorter than the
+        // 22-byte end-of-central-directory record, exactly it, past one 4 KiB read back (a seek
+        // before the file's start), and exactly one read back (the search reaches offset 0).
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/scheduler.pt", Some(10))] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/optimizer.pt", Some(21))] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/optimizer.pt", Some(22))] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-3", damage: &[("output/checkpoint-3/rng_state.pth", Some(4097))] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-3", damage: &[("output/checkpoint-3/rng_state.pth", Some(7000))] }),
+        (plain.clone(), Case { scenario: "plain", resume: "checkpoint-3", damage: &[("output/checkpoint-3/rng_state.pth", Some(8189))] }),
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/model.safetensors", Some(100))] }),
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/model.safetensors", Some(4))] }),
         (plain.clone(), Case { scenario: "plain", resume: "checkpoint-6", damage: &[("output/checkpoint-6/trainer_state.json", Some(100))] }),
