@@ -475,9 +475,9 @@ behaviors! {
     /// pytorch_model.bin: `weights_only=True` from 4.37 (on every torch from 1.13, so every
     /// profile); the same change as `empty_weights_file_message`.
     weights_file_load: TorchLoad = ["4.31.0" => TorchLoad::TorchDefault, "4.37.0" => TorchLoad::WeightsOnly];
-    /// What torch appends to `PytorchStreamReader failed reading zip archive: failed finding
-    /// central directory` (a torch file cut short): torch 2.11 explains it (5.4's profile is the
-    /// first on torch 2.11).
+    /// What torch appends to a `PytorchStreamReader failed reading zip archive: ...` message
+    /// (`not a ZIP archive`, `failed finding central directory`: a torch file cut short):
+    /// torch 2.11 explains it (5.4's profile is the first on torch 2.11).
     zip_error_suffix: &'static str = [
         "4.31.0" => "",
         "5.4.0" => ". This is an internal miniz error. If you are seeing this error, there is a high likelihood that your checkpoint file is corrupted. This can happen if the checkpoint was not saved properly, was transferred incorrectly, or the file was modified after saving.",

@@ -51,9 +51,10 @@ pub enum EocdSearch {
 
 /// `mz_zip_reader_locate_header_sig` for an archive of `len` bytes without the record: reads of
 /// 4096 bytes from the end backwards, each 4093 bytes before the last (overlapping by the
-/// signature's 3), until the start, 65,557 bytes back, or a read before the start. Checked
-/// against `torch.load` of a file cut to 78 lengths from 4 to 161,000 bytes under torch 2.1.2
-/// and 2.13.0 (every outcome as predicted; tests/resume.rs checks it against each profile's HF).
+/// signature's 3), until the start, 65,557 bytes back, or a read before the start. So a file
+/// of 4,097 to 69,583 bytes whose length minus 4096 is no multiple of 4093 ends in the seek.
+/// Checked against `torch.load` of a file cut to 82 lengths from 4 to 161,000 bytes under torch
+/// 2.1.2 and 2.13.0 (every outcome as predicted; tests/resume.rs checks it against HF).
 pub fn eocd_search(len: u64) -> EocdSearch {
     const RECORD: i64 = 22;
     const CHUNK: i64 = 4096;
@@ -130,6 +131,10 @@ mod tests {
             (8190, SeekBeforeStart),
             (12282, NotFound),
             (69000, SeekBeforeStart),
+            (16375, NotFound),
+            (16376, SeekBeforeStart),
+            (69583, SeekBeforeStart),
+            (69584, NotFound),
             (70000, NotFound),
             (100000, NotFound),
         ] {
