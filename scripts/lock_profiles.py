@@ -10,11 +10,16 @@ How a profile's environment is chosen (conformance/README.md, "Profiles and torc
   profile was released, at that minor's last patch, so that several profiles share one torch
   installation (uv hard-links it from its cache into each venv);
 - accelerate: the newest release uploaded on or before the transformers release;
+- peft: likewise the newest release uploaded on or before the transformers release (issue 17's
+  `lora` model kind; compatibility was checked by installing it and building a LoRA model with
+  `get_peft_model` in the oldest and newest profiles and others of their torch lines);
 - everything else (numpy, tokenizers, huggingface_hub, safetensors, ...): resolved by uv as of
   the later of the transformers release and the torch line's release (`--exclude-newer`), so
   the stack is one that existed together.
 The two profiles that existed before this script (4.31.0 and 5.24.0) keep their hand-pinned
-files: their golden folders were generated with them.
+files: their golden folders were generated with them. Their peft lines were added by hand by the
+same rule (4.31.0: peft 0.4.0; 5.24.0: peft 0.21.2); `--peft-only` prints the peft of every
+profile without resolving anything.
 """
 import json
 import os
@@ -70,17 +75,30 @@ def upload_dates(package):
     return {v: min(f["upload_time"] for f in fs) for v, fs in rel.items() if fs}
 
 
+def newest_before(dates, released):
+    """The newest final release (X.Y.Z, no pre-release) uploaded on or before `released`."""
+    return max((a for a, d in dates.items() if re.fullmatch(r"\d+\.\d+\.\d+", a)
+                and datetime.fromisoformat(d) <= released), key=key)
+
+
 def main(argv):
-    wanted = argv or [p for p in PROFILES if p not in HAND_PINNED]
+    peft_only = "--peft-only" in argv
+    argv = [a for a in argv if a != "--peft-only"]
     tf, acc, tor = upload_dates("transformers"), upload_dates("accelerate"), upload_dates("torch")
+    pft = upload_dates("peft")
+    if peft_only:
+        for v in argv or PROFILES:
+            print(f"{v}\tpeft=={newest_before(pft, datetime.fromisoformat(tf[v]))}")
+        return 0
+    wanted = argv or [p for p in PROFILES if p not in HAND_PINNED]
     for v in wanted:
         t = torch_line(v)
         released = datetime.fromisoformat(tf[v])
         cutoff = max(released, datetime.fromisoformat(tor[t])) + timedelta(days=1)
-        accel = max((a for a, d in acc.items() if re.fullmatch(r"\d+\.\d+\.\d+", a)
-                     and datetime.fromisoformat(d) <= released), key=key)
+        accel = newest_before(acc, released)
+        peft = newest_before(pft, released)
         with tempfile.NamedTemporaryFile("w", suffix=".in", delete=False) as f:
-            f.write(f"transformers=={v}\ntorch=={t}\naccelerate=={accel}\nsafetensors\nnumpy\n")
+            f.write(f"transformers=={v}\ntorch=={t}\naccelerate=={accel}\npeft=={peft}\nsafetensors\nnumpy\n")
             src = f.name
         out = subprocess.run(
             [UV, "pip", "compile", "--quiet", "--no-header", "--no-annotate", "-p", sys.executable,
@@ -95,7 +113,7 @@ def main(argv):
             f.write(f"# Profile {v} (released {released:%Y-%m-%d}); torch line {t}; written by "
                     f"scripts/lock_profiles.py (resolved as of {cutoff:%Y-%m-%d}).\n")
             f.write(out.stdout)
-        print(f"{v}: torch {t}, accelerate {accel}, as of {cutoff:%Y-%m-%d}")
+        print(f"{v}: torch {t}, accelerate {accel}, peft {peft}, as of {cutoff:%Y-%m-%d}")
     return 0
 
 
