@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden generator: runs scenarios (contract v2) through the real, unmodified HF Trainer.
+"""Golden generator: runs scenarios (contract v3) through the real, unmodified HF Trainer.
 
 Run it with the python of the profile's venv (./dev golden VERSION does that, creating the venv):
 
@@ -29,11 +29,21 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
 
-# Fields of the scenario format (contract v2: v1's plus `tokenizer` and `resume`). Anything else
-# in a scenario file is an error of the file.
+# Fields of the scenario format (contract v2: v1's plus `tokenizer` and `resume`; v3: `model.kind`
+# and `resume.model`). Anything else in a scenario file is an error of the file.
 SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally",
                    "tokenizer", "resume"}
-RESUME_FIELDS = {"from", "args", "damage"}
+RESUME_FIELDS = {"from", "args", "damage", "model"}
+# Model kinds (contract v3, conformance/README.md "The world"): the fields each kind takes.
+MODEL_FIELDS = {
+    "regression": {"kind", "a", "b"},
+    "module": {"kind", "a", "b"},
+    "linear": {"kind", "a", "b"},
+    "lora": {"kind", "a", "b", "r", "alpha", "lora_a", "lora_b"},
+}
+# The fixed LoRA of the `lora` kind (conformance/README.md): every other LoraConfig field is peft's
+# default. `r` and `alpha` may be overridden by the scenario.
+LORA_DEFAULTS = {"r": 1, "alpha": 2, "lora_a": 1.0, "lora_b": 0.0}
 FINALLY_CALLS = {"save_model", "save_state"}
 CHECKPOINT_NAME = re.compile(r"^checkpoint-[0-9]+$")
 # Arguments the generator owns (a scenario may not set them): see conformance/README.md.
@@ -73,9 +83,28 @@ def load_scenario(path):
             raise ScenarioError(f"{path}: field 'finally' has {call!r}; allowed: {sorted(FINALLY_CALLS)}")
     if "tokenizer" in sc and not isinstance(sc["tokenizer"], bool):
         raise ScenarioError(f"{path}: field 'tokenizer' must be true or false")
+    check_model(sc.get("model", {}), path, "model")
     if "resume" in sc:
         check_resume(sc["resume"], path)
     return sc
+
+
+def check_model(m, path, field):
+    """Field `model` (and `resume.model`), contract v3: strict, naming the field."""
+    if not isinstance(m, dict):
+        raise ScenarioError(f"{path}: field '{field}' must be an object")
+    kind = m.get("kind", "regression")
+    if kind not in MODEL_FIELDS:
+        raise ScenarioError(f"{path}: field '{field}.kind' must be one of {sorted(MODEL_FIELDS)}, not {kind!r}")
+    unknown = set(m) - MODEL_FIELDS[kind]
+    if unknown:
+        raise ScenarioError(f"{path}: field '{field}' has unknown field(s) {sorted(unknown)} for kind {kind!r}; "
+                            f"allowed: {sorted(MODEL_FIELDS[kind])}")
+    for k in ("a", "b", "lora_a", "lora_b", "alpha"):
+        if k in m and (isinstance(m[k], bool) or not isinstance(m[k], (int, float))):
+            raise ScenarioError(f"{path}: field '{field}.{k}' must be a number")
+    if "r" in m and (isinstance(m["r"], bool) or not isinstance(m["r"], int) or m["r"] < 1):
+        raise ScenarioError(f"{path}: field '{field}.r' must be a positive integer")
 
 
 def check_resume(r, path):
@@ -90,6 +119,8 @@ def check_resume(r, path):
         raise ScenarioError(f"{path}: field 'resume.from' must be \"last\" or \"checkpoint-<N>\", not {frm!r}")
     if not isinstance(r.get("args", {}), dict):
         raise ScenarioError(f"{path}: field 'resume.args' must be an object")
+    if "model" in r:
+        check_model(r["model"], path, "resume.model")
     owned = GENERATOR_ARGS & set(r.get("args", {}))
     if owned:
         raise ScenarioError(f"{path}: field 'resume.args' may not set {sorted(owned)}: the runner owns them")
@@ -163,6 +194,60 @@ def hf_world():
             loss = nn.functional.mse_loss(y, labels)
             return (loss, y)
 
+    class RegressionModule(nn.Module):
+        # Kind "module" (contract v3): not a PreTrainedModel, same parameters, forward and loss.
+        def __init__(self, a=0.0, b=0.0):
+            super().__init__()
+            self.a = nn.Parameter(torch.tensor(a).float())
+            self.b = nn.Parameter(torch.tensor(b).float())
+
+        def forward(self, input_x, labels=None, **kwargs):
+            y = input_x * self.a + self.b
+            if labels is None:
+                return (y,)
+            loss = nn.functional.mse_loss(y, labels)
+            return (loss, y)
+
+    class LinearConfig(PretrainedConfig):
+        model_type = "linear"
+
+        def __init__(self, a=0.0, b=0.0, **kwargs):
+            super().__init__(**kwargs)
+            self.a = a
+            self.b = b
+
+    class LinearModel(PreTrainedModel):
+        # Kind "linear" (contract v3): the prediction is an nn.Linear(1, 1) (weight a, bias b), a
+        # module peft can target. nn.Linear's own initialiser draws from the global RNG; the
+        # values are then set from the config, and the Trainer seeds the RNG after this anyway.
+        config_class = LinearConfig
+        base_model_prefix = "linear_model"
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.linear = nn.Linear(1, 1)
+            with torch.no_grad():
+                self.linear.weight.fill_(float(config.a))
+                self.linear.bias.fill_(float(config.b))
+
+        def forward(self, input_x, labels=None, **kwargs):
+            y = self.linear(input_x.unsqueeze(-1)).squeeze(-1)
+            if labels is None:
+                return (y,)
+            loss = nn.functional.mse_loss(y, labels)
+            return (loss, y)
+
+    # peft records the base model's class and module in adapter_config.json (auto_mapping), and
+    # Python names a method by its qualified name in errors (a TypeError from forward): one module
+    # name, "ckptspec_world", whether this file runs as __main__ or is imported (tests/common) as
+    # generate, and plain qualified names (LinearModel.forward, not hf_world.<locals>....).
+    for cls in (RegressionModule, LinearConfig, LinearModel):
+        cls.__module__ = "ckptspec_world"
+        cls.__qualname__ = cls.__name__
+        for f in vars(cls).values():
+            if inspect.isfunction(f):
+                f.__qualname__ = f"{cls.__name__}.{f.__name__}"
+
     class RegressionSet(torch.utils.data.Dataset):
         def __init__(self, n, offset):
             i = [k + offset for k in range(n)]
@@ -178,7 +263,34 @@ def hf_world():
             return {"input_x": self.x[k], "labels": self.y[k]}
 
     return dict(np=np, torch=torch, transformers=transformers, RegressionConfig=RegressionConfig,
-                RegressionModel=RegressionModel, RegressionSet=RegressionSet)
+                RegressionModel=RegressionModel, RegressionSet=RegressionSet,
+                RegressionModule=RegressionModule, LinearConfig=LinearConfig, LinearModel=LinearModel)
+
+
+def make_model(spec, world):
+    """The model of a scenario's `model` field (contract v3; default kind "regression")."""
+    kind = spec.get("kind", "regression")
+    a, b = float(spec.get("a", 0.0)), float(spec.get("b", 0.0))
+    if kind == "regression":
+        return world["RegressionModel"](world["RegressionConfig"](a=a, b=b))
+    if kind == "module":
+        return world["RegressionModule"](a, b)
+    base = world["LinearModel"](world["LinearConfig"](a=a, b=b))
+    if kind == "linear":
+        return base
+    # kind "lora": peft is imported only here, so that a profile runs its other scenarios alike
+    # (transformers imports it anyway where it is installed).
+    from peft import LoraConfig, get_peft_model
+    lo = dict(LORA_DEFAULTS, **{k: spec[k] for k in LORA_DEFAULTS if k in spec})
+    model = get_peft_model(base, LoraConfig(r=int(lo["r"]), lora_alpha=lo["alpha"], target_modules=["linear"],
+                                            lora_dropout=0.0))
+    # peft's default init draws lora_A from the global RNG (kaiming_uniform_, a=sqrt(5)) and
+    # zeros lora_B; the world sets both explicitly instead, every entry to one value.
+    torch = world["torch"]
+    with torch.no_grad():
+        model.base_model.model.linear.lora_A["default"].weight.fill_(float(lo["lora_a"]))
+        model.base_model.model.linear.lora_B["default"].weight.fill_(float(lo["lora_b"]))
+    return model
 
 
 class ScriptedMetrics:
@@ -238,7 +350,7 @@ def resolve_args(args):
     return args
 
 
-def one_run(sc, args, world, resume_from):
+def one_run(sc, args, world, resume_from, model_spec=None):
     """Builds a Trainer from the scenario (model, data, callbacks, a fresh scripted
     compute_metrics) with `args`, trains (`resume_from` None, True or a path), then the `finally`
     calls. Returns (trainer or None, error or None). Runs in the run directory."""
@@ -247,9 +359,7 @@ def one_run(sc, args, world, resume_from):
     trainer = None
     try:
         targs = TrainingArguments(**resolve_args(args))
-        model_spec = sc.get("model", {})
-        config = world["RegressionConfig"](a=float(model_spec.get("a", 0.0)), b=float(model_spec.get("b", 0.0)))
-        model = world["RegressionModel"](config)
+        model = make_model(model_spec if model_spec is not None else sc.get("model", {}), world)
         data = sc.get("data", {})
         train_set = world["RegressionSet"](int(data.get("train", 64)), 0)
         ev = data.get("eval", 16)
@@ -357,7 +467,8 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
         args = dict(sc.get("args", {}))
         args.update(r.get("args", {}))
         frm = r["from"]
-        trainer, error = one_run(sc, args, world, True if frm == "last" else f"output/{frm}")
+        trainer, error = one_run(sc, args, world, True if frm == "last" else f"output/{frm}",
+                                 r.get("model", sc.get("model", {})))
         write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer),
                       "first": {"error": first["error"], "final_state": first["final_state"]}})
         return error
