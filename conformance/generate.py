@@ -812,4 +812,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Python's string hashing is randomised per process, and HF shows set orders in messages (4.31's
+    # "The batch received was empty ... keys expected by the model: args,kwargs,label,label_ids"
+    # lists a set()): one fixed seed, so that reruns are byte-identical. A runner that imports this
+    # file (tests/common) sets PYTHONHASHSEED=0 itself.
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     sys.exit(main())
