@@ -34,7 +34,7 @@ SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
 SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally",
                    "tokenizer", "resume"}
 RESUME_FIELDS = {"from", "args", "damage", "model"}
-# Model kinds (contract v3, conformance/README.md "The world"): the fields each kind takes.
+# Model kinds (contract v3, conformance/README.md "Model kinds"): the fields each kind takes.
 MODEL_FIELDS = {
     "regression": {"kind", "a", "b"},
     "module": {"kind", "a", "b"},
