@@ -23,6 +23,7 @@ import re
 import shutil
 import sys
 import tempfile
+import types
 import traceback
 import warnings
 
@@ -241,12 +242,18 @@ def hf_world():
     # Python names a method by its qualified name in errors (a TypeError from forward): one module
     # name, "ckptspec_world", whether this file runs as __main__ or is imported (tests/common) as
     # generate, and plain qualified names (LinearModel.forward, not hf_world.<locals>....).
+    # The module is real (in sys.modules, its __file__ this file, where the classes are defined):
+    # 5.0+ reads `sys.modules[cls.__module__].__file__` when it builds a PreTrainedModel.
+    world_module = types.ModuleType("ckptspec_world")
+    world_module.__file__ = os.path.abspath(__file__)
     for cls in (RegressionModule, LinearConfig, LinearModel):
         cls.__module__ = "ckptspec_world"
         cls.__qualname__ = cls.__name__
+        setattr(world_module, cls.__name__, cls)
         for f in vars(cls).values():
             if inspect.isfunction(f):
                 f.__qualname__ = f"{cls.__name__}.{f.__name__}"
+    sys.modules["ckptspec_world"] = world_module
 
     class RegressionSet(torch.utils.data.Dataset):
         def __init__(self, n, offset):
@@ -493,8 +500,32 @@ def tokenizer_template(world):
     return json.dumps({"files": files}, indent=1) + "\n"
 
 
+def peft_template(world):
+    """What this release's peft writes for the world's default `lora` model (r=1, alpha=2, lora_a
+    1.0, lora_b 0.0; conformance/README.md) with `save_pretrained(tmp)`: the text files by name
+    (adapter_config.json, README.md) and the names of the binary ones: golden/hf-V/PEFT.json. As
+    TOKENIZER.json is the Rust trainer's processing class, these are its peft: the bytes of the
+    release's templates (the LoraConfig fields it serialises, the model card it renders); the Rust
+    trainer decides where and when they are written and fills in the scenario's r and alpha."""
+    import peft
+    tmp = tempfile.mkdtemp(prefix="ckptspec-peft-")
+    try:
+        make_model({"kind": "lora"}, world).save_pretrained(tmp)
+        files, binary = {}, []
+        for n in sorted(os.listdir(tmp)):
+            if n.endswith((".json", ".md")):
+                with open(os.path.join(tmp, n), encoding="utf-8") as f:
+                    files[n] = f.read()
+            else:
+                binary.append(n)
+    finally:
+        shutil.rmtree(tmp)
+    return json.dumps({"peft": peft.__version__, "files": files, "binary_files": binary}, indent=1) + "\n"
+
+
 def environment_text(world):
     import accelerate
+    import peft
     import safetensors
     return (
         f"python {platform.python_version()}\n"
@@ -503,6 +534,7 @@ def environment_text(world):
         f"accelerate {accelerate.__version__}\n"
         f"numpy {world['np'].__version__}\n"
         f"safetensors {safetensors.__version__}\n"
+        f"peft {peft.__version__}\n"
     )
 
 
@@ -719,6 +751,8 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", help="scenario names to run (default all)")
     ap.add_argument("--scenarios", default=SCENARIOS, help="scenario folder (default conformance/scenarios)")
     ap.add_argument("--out", help="output folder (default golden/hf-VERSION)")
+    ap.add_argument("--meta-only", action="store_true",
+                    help="write (or check) only the profile files (ENVIRONMENT, TRAINING_ARGS.*, TOKENIZER.json, PEFT.json)")
     a = ap.parse_args(argv)
 
     try:
@@ -732,6 +766,8 @@ def main(argv=None):
             print(f"error: no scenario named {sorted(missing)}", file=sys.stderr)
             return 2
         scs = [s for s in scs if s["name"] in a.only]
+    if a.meta_only:
+        scs = []
 
     warnings.filterwarnings("ignore")
     world = hf_world()
@@ -762,10 +798,14 @@ def main(argv=None):
     tok = tokenizer_template(world)
     with open(os.path.join(target, "TOKENIZER.json"), "w") as f:
         f.write(tok)
+    peft_json = peft_template(world)
+    with open(os.path.join(target, "PEFT.json"), "w") as f:
+        f.write(peft_json)
 
     if not a.check:
-        if not a.only:  # drop golden folders whose scenario is gone
-            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json", "TRAINING_ARGS.pkl", "TOKENIZER.json"}
+        if not a.only and not a.meta_only:  # drop golden folders whose scenario is gone
+            keep = {s["name"] for s in scs} | {"ENVIRONMENT", "TRAINING_ARGS.json", "TRAINING_ARGS.pkl", "TOKENIZER.json",
+                                               "PEFT.json"}
             for entry in os.listdir(golden_root):
                 if entry not in keep:
                     shutil.rmtree(os.path.join(golden_root, entry))
@@ -788,6 +828,10 @@ def main(argv=None):
     tok_golden = os.path.join(golden_root, "TOKENIZER.json")
     if not os.path.exists(tok_golden) or open(tok_golden).read() != tok:
         print("TOKENIZER.json differs from the golden one")
+        bad += 1
+    peft_golden = os.path.join(golden_root, "PEFT.json")
+    if not os.path.exists(peft_golden) or open(peft_golden).read() != peft_json:
+        print("PEFT.json differs from the golden one")
         bad += 1
     for sc in scs:
         g = os.path.join(golden_root, sc["name"])

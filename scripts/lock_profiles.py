@@ -99,6 +99,11 @@ def main(argv):
         peft = newest_before(pft, released)
         with tempfile.NamedTemporaryFile("w", suffix=".in", delete=False) as f:
             f.write(f"transformers=={v}\ntorch=={t}\naccelerate=={accel}\npeft=={peft}\nsafetensors\nnumpy\n")
+            if peft.startswith("0.11."):
+                # peft 0.11 imports torch.utils.cpp_extension (BOFT) at import time, which imports
+                # setuptools; torch before 2.4 does not declare it, and a uv venv (unlike one made
+                # by `python -m venv` on Python < 3.12) has none: pinned as resolved.
+                f.write("setuptools\n")
             src = f.name
         out = subprocess.run(
             [UV, "pip", "compile", "--quiet", "--no-header", "--no-annotate", "-p", sys.executable,
