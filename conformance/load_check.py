@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Loads every file of run directories written by an implementation with the real libraries of
 an HF profile's venv, the way HF itself loads them, and compares the loaded objects with the
-golden run directories loaded the same way.
+golden run directories loaded the same way. A folder with an adapter (adapter_config.json) also
+loads with the real peft, `PeftModel.from_pretrained` on the world's base model.
 
     python conformance/load_check.py OURS_ROOT GOLDEN_ROOT [--skip NAME/PATH ...] [NAME ...]
 
@@ -45,6 +46,9 @@ def load(path):
     if name.endswith(".json"):
         with open(path) as f:
             return json.load(f)
+    if name.endswith(".md"):  # peft's model card: text, compared exactly
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     if name == "training_args.bin":
         return torch.load(path, weights_only=False) if NEW_TORCH else torch.load(path)
     if not NEW_TORCH:
@@ -106,6 +110,22 @@ def same(a, b, where, out):
         out.append(f"{where}: {a!r} vs {b!r}")
 
 
+_WORLD = []
+
+
+def peft_load(folder):
+    """`PeftModel.from_pretrained(<the world's linear base model>, folder)`, as a user loads an
+    adapter checkpoint (contract v3's `lora` kind): the adapter's parameters, by name."""
+    from peft import PeftModel
+    if not _WORLD:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import generate
+        _WORLD.append((generate, generate.hf_world()))
+    generate, world = _WORLD[0]
+    model = PeftModel.from_pretrained(generate.make_model({"kind": "linear"}, world), folder)
+    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
 def main():
     ours_root, golden_root, *rest = sys.argv[1:]
     names, skip = [], set()
@@ -138,6 +158,18 @@ def main():
                     continue
                 out = []
                 same(load(g), lo, f"{name}/{rel}", out)
+                problems.extend(out)
+            # An adapter folder (the `lora` kind): it loads into the base model with the real peft.
+            rel_dir = os.path.relpath(dp, os.path.join(golden_root, name))
+            if "adapter_config.json" in fns and not any(os.path.normpath(os.path.join(name, rel_dir, f)) in skip for f in fns):
+                files += 1
+                try:
+                    lo = peft_load(os.path.join(ours_root, name, rel_dir))
+                except Exception as e:  # noqa: BLE001 - any failure to load is the finding
+                    problems.append(f"{name}/{rel_dir}: PeftModel.from_pretrained fails: {type(e).__name__}: {e}")
+                    continue
+                out = []
+                same(peft_load(dp), lo, f"{name}/{rel_dir} (peft)", out)
                 problems.extend(out)
     for p in problems:
         print(p)

@@ -169,6 +169,12 @@ struct PlanArgs {
     /// A trainer_state.json whose log_history evaluations are used in order.
     #[arg(long, value_name = "FILE")]
     metrics_from: Option<PathBuf>,
+    /// What the Trainer is handed (contract v3's model kinds): `regression` (a PreTrainedModel,
+    /// the default), `module` (a plain torch.nn.Module), `linear` (a PreTrainedModel with an
+    /// nn.Linear) or `lora` (a peft LoRA adapter on it). It decides what each checkpoint and
+    /// save_model() hold, and what to keep to use the model.
+    #[arg(long, value_name = "KIND", value_parser = ["regression", "module", "linear", "lora"])]
+    model: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -275,6 +281,7 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
                 steps_per_epoch: a.steps_per_epoch,
                 metrics: a.metrics,
                 metrics_from: a.metrics_from,
+                model: a.model.as_deref().and_then(ckptspec::world::scenario::ModelKind::from_name),
                 json: a.json,
             };
             plan::main(&opts)

@@ -1,7 +1,8 @@
 //! Differential test against the real HF Trainer (opt-in): random scenarios drawn from the
 //! argument vocabulary of the catalogue (conformance/scenarios), valid and invalid mixes alike,
 //! run through the generator with the real HF of a profile (one python process for all of them) and
-//! through the Rust trainer, each pair diffed with `diff::compare_run_dirs`.
+//! through the Rust trainer, each pair diffed with `diff::compare_run_dirs`. The model kind (contract
+//! v3: regression, module, linear, lora) is drawn from the catalogue's `model` fields too.
 //!
 //! ```sh
 //! CKPTSPEC_DIFFERENTIAL=1 cargo test --release --test differential -- --nocapture
@@ -36,6 +37,8 @@ struct Vocabulary {
     metrics: Vec<Value>,
     early_stopping: Vec<Value>,
     finally: Vec<Value>,
+    /// Contract v3, part 1: every `model` of the catalogue (the first run's and `resume.model`).
+    models: Vec<Value>,
     /// Contract v2: every `resume.args` override and every `resume.damage` item of the catalogue.
     resume_args: BTreeMap<String, Vec<Value>>,
     damage: Vec<Value>,
@@ -61,12 +64,16 @@ fn vocabulary(root: &Path) -> Vocabulary {
             for d in r.get("damage").and_then(|d| d.as_array()).into_iter().flatten() {
                 push_unique(&mut voc.damage, d);
             }
+            if let Some(m) = r.get("model") {
+                push_unique(&mut voc.models, m);
+            }
         }
         for (field, list) in [
             ("data", &mut voc.data),
             ("metrics", &mut voc.metrics),
             ("early_stopping", &mut voc.early_stopping),
             ("finally", &mut voc.finally),
+            ("model", &mut voc.models),
         ] {
             if let Some(v) = raw.get(field) {
                 push_unique(list, v);
@@ -168,8 +175,17 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
     if rng.chance(0.2) {
         sc["tokenizer"] = json!(true);
     }
+    if rng.chance(0.35) && !voc.models.is_empty() {
+        // The model kind (contract v3): lora's label_names / remove_unused_columns stay as drawn,
+        // so the releases' PeftModel errors come up too.
+        sc["model"] = rng.pick(&voc.models).clone();
+    }
     if rng.chance(0.5) {
-        sc["resume"] = random_resume(rng, voc, &args);
+        let lora = sc["model"]["kind"] == "lora";
+        sc["resume"] = random_resume(rng, voc, &args, lora);
+        if rng.chance(0.1) && !voc.models.is_empty() {
+            sc["resume"]["model"] = rng.pick(&voc.models).clone();
+        }
     }
     sc
 }
@@ -177,7 +193,7 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
 /// A contract-v2 `resume`: from the last checkpoint or from a step of the run, now and then
 /// with overrides the catalogue uses and with damage: to the checkpoint resumed from (a file
 /// removed or cut, or the folder removed), or a damage item of the catalogue.
-fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>) -> Value {
+fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>, lora: bool) -> Value {
     let max = args.get("max_steps").and_then(|v| v.as_i64()).filter(|m| *m > 0).unwrap_or(24);
     let from = if rng.chance(0.5) { "last".to_string() } else { format!("checkpoint-{}", 1 + rng.below(max as usize)) };
     let mut r = json!({"from": from});
@@ -188,7 +204,8 @@ fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>) -> 
     }
     if rng.chance(0.3) {
         let d = if from != "last" && rng.chance(0.7) {
-            let file = *rng.pick(&["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "model.safetensors", ""]);
+            let weights = if lora { *rng.pick(&["adapter_model.safetensors", "adapter_config.json"]) } else { "model.safetensors" };
+            let file = *rng.pick(&["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", weights, ""]);
             let path = if file.is_empty() { format!("output/{from}") } else { format!("output/{from}/{file}") };
             if !file.is_empty() && rng.chance(0.4) { json!({"truncate": path, "bytes": 100}) } else { json!({"remove": path}) }
         } else if !voc.damage.is_empty() {
@@ -216,6 +233,8 @@ struct Tally {
     /// Scenarios whose second Trainer ran (HF's result.json has `first`), and with a tokenizer.
     resumed: usize,
     tokenizer: usize,
+    /// Contract v3: the first run's model kind, with counts.
+    kinds: BTreeMap<String, usize>,
     /// HF's outcomes: "ok" or the exception type, with counts.
     outcomes: BTreeMap<String, usize>,
     /// The most frequent HF error messages (first 90 characters).
@@ -298,6 +317,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
         t.resumed += hf_result.as_ref().is_some_and(|r| r.get("first").is_some()) as usize;
         let raw: Value = serde_json::from_str(&std::fs::read_to_string(sc_dir.join(format!("{name}.json"))).unwrap()).unwrap();
         t.tokenizer += (raw.get("tokenizer") == Some(&json!(true))) as usize;
+        *t.kinds.entry(raw["model"]["kind"].as_str().unwrap_or("regression").to_string()).or_default() += 1;
         let hf_error = hf_result
             .and_then(|r| r.get("error").cloned())
             .filter(|e| *e != ckptspec::formats::pyjson::PyJson::Null);
@@ -344,6 +364,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     println!("\ndifferential test: {n} random scenarios (seed {seed}) through HF {hf} and the Rust trainer");
     println!("  HF raised an error in {} of them: {:?}", t.hf_errors, t.outcomes);
     println!("  contract v2: {} with a tokenizer, {} whose first run succeeded and a second Trainer resumed", t.tokenizer, t.resumed);
+    println!("  contract v3: model kinds {:?}", t.kinds);
     let mut msgs: Vec<(&String, &usize)> = t.messages.iter().collect();
     msgs.sort_by(|a, b| b.1.cmp(a.1));
     for (m, c) in msgs.iter().take(8) {

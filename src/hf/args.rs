@@ -147,6 +147,10 @@ pub struct Args {
     pub seed: i64,
     pub data_seed: Option<i64>,
     pub do_eval: bool,
+    /// `label_names` as given (None: the Trainer finds them from the model's forward signature).
+    pub label_names: Option<Vec<String>>,
+    /// Columns the model's forward does not take are dropped from each batch.
+    pub remove_unused_columns: bool,
     /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
     pub all: Vec<(String, PyJson)>,
 }
@@ -435,6 +439,11 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         gradient_accumulation_steps: int(&raw, "gradient_accumulation_steps")? as usize,
         dataloader_drop_last: raw.boolean("dataloader_drop_last"),
         ignore_data_skip: raw.boolean("ignore_data_skip"),
+        label_names: match raw.get("label_names") {
+            PyJson::List(l) => Some(l.iter().filter_map(|v| if let PyJson::Str(s) = v { Some(s.clone()) } else { None }).collect()),
+            _ => None,
+        },
+        remove_unused_columns: raw.boolean("remove_unused_columns"),
         learning_rate: raw.num("learning_rate")?.f(),
         weight_decay: raw.num("weight_decay")?.f(),
         adam_beta1: raw.num("adam_beta1")?.f(),
@@ -473,14 +482,14 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
 /// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 31] = [
+pub const MODELLED: [&str; 33] = [
     "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
     "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
     "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
     "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
     "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
     "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
-    "ignore_data_skip",
+    "ignore_data_skip", "label_names", "remove_unused_columns",
 ];
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW
@@ -489,6 +498,8 @@ pub fn is_modelled(name: &str, value: &Value) -> bool {
     MODELLED.contains(&name)
         && (name != "optim"
             || matches!(value.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd")))
+        // The world's batches have `input_x` and `labels`; other label names are not modelled.
+        && (name != "label_names" || value.is_null() || value.as_array().is_some_and(|l| l.len() == 1 && l[0] == "labels"))
 }
 
 impl Args {

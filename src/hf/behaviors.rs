@@ -315,6 +315,16 @@ behaviors! {
     config_dtype_key: &'static str = ["4.31.0" => "torch_dtype", "4.56.0" => "dtype"];
     /// config.json has `use_cache: false`.
     config_use_cache: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// A model that is not a `PreTrainedModel` (the `module` kind: `_save`'s "only saving its
+    /// state dict" branch) gets `safetensors.torch.save_file(..., metadata={"format": "pt"})`
+    /// (before: no metadata).
+    state_dict_safetensors_metadata: bool = ["4.31.0" => false, "4.37.0" => true];
+    /// For a peft `PeftModel` (forward `(*args, **kwargs)`), `remove_unused_columns` reads the
+    /// columns to keep from the base model's forward (before: the wrapper's, which keeps none).
+    peft_forward_columns_of_base: bool = ["4.31.0" => false, "4.37.0" => true];
+    /// For a `PeftModel`, the default `label_names` come from the base model's forward (before:
+    /// the wrapper's, which names none: evaluation then has no labels and no `eval_loss`).
+    peft_label_names_of_base: bool = ["4.31.0" => false, "4.55.0" => true];
     /// `train()` aligns the model config's special tokens with a tokenizer processing class
     /// (`_align_special_tokens`): the world's tokenizer has a pad token and the config none, so
     /// config.json gains `pad_token_id`.

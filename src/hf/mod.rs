@@ -9,6 +9,7 @@
 pub mod args;
 pub mod behaviors;
 pub mod error;
+pub mod peft;
 pub mod profile;
 pub mod state;
 pub mod version;

@@ -12,6 +12,7 @@
 
 use crate::formats::torch_format::ArchiveStyle;
 use crate::hf::behaviors::{Behaviors, ResumeBehaviors, TorchLayout};
+use crate::hf::peft::{Peft, PeftBehaviors};
 use crate::hf::version::{at, Version};
 use serde_json::Value;
 
@@ -22,6 +23,7 @@ struct Release {
     training_args_pkl: &'static [u8],
     environment: &'static str,
     tokenizer_json: &'static str,
+    peft_json: &'static str,
 }
 
 macro_rules! releases {
@@ -33,6 +35,7 @@ macro_rules! releases {
             training_args_pkl: include_bytes!(concat!("../../golden/hf-", $v, "/TRAINING_ARGS.pkl")),
             environment: include_str!(concat!("../../golden/hf-", $v, "/ENVIRONMENT")),
             tokenizer_json: include_str!(concat!("../../golden/hf-", $v, "/TOKENIZER.json")),
+            peft_json: include_str!(concat!("../../golden/hf-", $v, "/PEFT.json")),
         }, )* ];
     };
 }
@@ -97,6 +100,8 @@ pub struct Profile {
     /// The id of the tokenizer's `pad_token` (tokenizer_config.json's token, looked up in
     /// tokenizer.json's added tokens): what `_align_special_tokens` writes into the config.
     pub tokenizer_pad_token_id: Option<i64>,
+    /// The pinned peft's files for the world's LoRA (golden/hf-V/PEFT.json).
+    pub peft: Peft,
     /// Everything else, from the behavior table.
     pub b: Behaviors,
 }
@@ -210,6 +215,7 @@ impl Profile {
                     .map(|(k, v)| (k.clone(), v.as_str().expect("tokenizer files are text").to_string()))
                     .collect()
             },
+            peft: Peft::from_json(r.peft_json),
             b: Behaviors::at(v),
         })
     }
@@ -279,6 +285,12 @@ pub fn render_table(per_release: bool) -> String {
         }
         let torch: Vec<String> = profiles.iter().map(|p| p.torch.to_string()).collect();
         out.push_str(&format!("torch\t{}\n", torch.join("\t")));
+        for row in PeftBehaviors::table() {
+            let cells: Vec<String> = profiles.iter().map(|p| at(&row.changes, p.peft.version)).collect();
+            out.push_str(&format!("peft.{}\t{}\n", row.name, cells.join("\t")));
+        }
+        let peft: Vec<String> = profiles.iter().map(|p| p.peft.version.to_string()).collect();
+        out.push_str(&format!("peft\t{}\n", peft.join("\t")));
         return out;
     }
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
@@ -311,6 +323,37 @@ pub fn render_table(per_release: bool) -> String {
     }
     for (t, vs) in lines {
         out.push_str(&format!("  torch {t}: {}\n", vs.join(" ")));
+    }
+    out.push_str("\npeft: what a peft release does differently (keyed by the profile's peft pin; the `lora` model kind)\n\n");
+    for row in PeftBehaviors::table() {
+        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
+        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
+        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
+    }
+    out.push_str("\npeft pins (conformance/requirements) and what each writes for the default adapter (golden/hf-V/PEFT.json):\n");
+    let mut pins: Vec<(Peft, Vec<&str>)> = vec![];
+    for v in supported() {
+        let p = Profile::get(v).expect("profiled").peft;
+        match pins.last_mut() {
+            Some((lp, vs)) if lp.version == p.version => vs.push(v),
+            _ => pins.push((p, vec![v])),
+        }
+    }
+    let mut prev: Vec<String> = vec![];
+    for (p, vs) in pins {
+        let fields = p.config_fields();
+        let added: Vec<String> = fields.iter().filter(|f| !prev.contains(f)).map(|f| format!("+{f}")).collect();
+        let removed: Vec<String> = prev.iter().filter(|f| !fields.contains(f)).map(|f| format!("-{f}")).collect();
+        out.push_str(&format!(
+            "  peft {}: {}\n      adapter_config.json {} fields{}; README.md {} bytes; save_pretrained() default {}\n",
+            p.version,
+            vs.join(" "),
+            fields.len(),
+            if prev.is_empty() { String::new() } else { format!(" ({})", [added, removed].concat().join(" ")).replace(" ()", "") },
+            p.model_card.len(),
+            p.default_weights_file,
+        ));
+        prev = fields;
     }
     out
 }

@@ -283,6 +283,25 @@ impl AdamW {
         PyValue::dict(vec![("state", PyValue::Dict(state)), ("param_groups", PyValue::List(groups))])
     }
 
+    /// The RuntimeError torch's non-fused AdamW step raises when a loaded state's moments have
+    /// a shape the parameter's gradient does not broadcast into (`exp_avg.lerp_(grad, ...)` in
+    /// place: a checkpoint of another model kind); the fused CPU kernel works on the flat
+    /// storage and raises nothing.
+    pub fn step_shape_error(&self, params: &[Param]) -> Option<String> {
+        if self.kind == AdamWKind::TorchFused {
+            return None;
+        }
+        for (st, p) in self.state.iter().zip(params) {
+            let Some(st) = st else { continue };
+            let out = broadcast_shape(&st.shape, &p.shape);
+            if out.as_deref() != Some(st.shape.as_slice()) {
+                let show = |s: &[i64]| format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+                return Some(format!("output with shape {} doesn't match the broadcast shape {}", show(&st.shape), show(out.as_deref().unwrap_or(&p.shape))));
+            }
+        }
+        None
+    }
+
     /// `optimizer.load_state_dict(torch.load("optimizer.pt"))`: the per-parameter state and
     /// each group's current lr (the inverse of [`state_dict`](Self::state_dict)).
     pub fn load_state_dict(&mut self, v: &PyValue) -> Result<(), String> {
@@ -442,6 +461,33 @@ pub fn hf_adamw_elem(p: f32, m: f32, v: f32, g: f32, step: i64, lr: f64, beta1: 
     (p, m, v)
 }
 
+/// torch's broadcast of two shapes (None where they do not broadcast).
+fn broadcast_shape(a: &[i64], b: &[i64]) -> Option<Vec<i64>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
+        let db = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        out[i] = if da == db || db == 1 { da } else if da == 1 { db } else { return None };
+    }
+    Some(out)
+}
+
+/// torch's `Optimizer.load_state_dict` checks before it reads anything: the number of groups,
+/// then each group's number of parameters (its ValueError messages). `ours`: our groups' sizes.
+pub fn check_saved_groups(saved: &PyValue, ours: &[usize]) -> Result<(), String> {
+    let Some(groups) = saved.get("param_groups").and_then(|g| g.as_seq()) else { return Ok(()) };
+    if groups.len() != ours.len() {
+        return Err("loaded state dict has a different number of parameter groups".into());
+    }
+    for (g, n) in groups.iter().zip(ours) {
+        if g.get("params").and_then(|p| p.as_seq()).is_some_and(|p| p.len() != *n) {
+            return Err("loaded state dict contains a parameter group that doesn't match the size of optimizer's group".into());
+        }
+    }
+    Ok(())
+}
+
 /// `torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=2.0)` on CPU for one-element
 /// gradients (torch 2.13 and 2.1.2 agree): per-grad norms via `_foreach_norm` (= |g|), the
 /// total as `linalg.vector_norm(stack(norms))` (float accumulation, the last square fused:
@@ -454,8 +500,7 @@ pub fn clip_grad_norm(params: &mut [Param], max_norm: f64) -> f32 {
     let mut norms: Vec<f32> = Vec::new();
     for p in params.iter() {
         if let Some(g) = &p.grad {
-            assert!(g.len() == 1, "clip_grad_norm: only one-element gradients are modelled");
-            norms.push(g[0].abs());
+            norms.push(if g.len() == 1 { g[0].abs() } else { vector_norm_f32(g) });
         }
     }
     if norms.is_empty() {

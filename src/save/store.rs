@@ -26,17 +26,48 @@ fn save_torch(path: &Path, v: &Value, profile: &Profile) -> Result<()> {
     fastsave::write_torch(path, v, &save_opts(profile)).map(|_| ())
 }
 
-/// The model weights: `model.safetensors` (`{"format": "pt"}` metadata) or `pytorch_model.bin`
-/// (a torch-saved state dict).
-pub fn write_weights(dir: &Path, profile: &Profile, file: &str, a: f32, b: f32) -> Result<()> {
-    if file == "model.safetensors" {
-        let (ta, tb) = (tch::Tensor::from(a), tch::Tensor::from(b));
-        let tensors = [("a".to_string(), &ta), ("b".to_string(), &tb)];
-        fastsave::write_safetensors(&dir.join("model.safetensors"), &tensors, &[("format".into(), "pt".into())], false, false)?;
+/// How a torch-saved weights file holds its state dict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateDictContainer {
+    /// A plain dict: what `save_pretrained` (transformers and peft) hands `torch.save`.
+    Dict,
+    /// `nn.Module.state_dict()` itself: an `OrderedDict` with `_metadata` `{"": {"version": 1}}`
+    /// (`_save`'s "only saving its state dict" branch).
+    ModuleStateDict,
+}
+
+/// A weights file: safetensors (`metadata` `{"format": "pt"}` or none) when the name ends in
+/// `.safetensors`, else a torch-saved state dict. `tensors`: (key, shape, values).
+pub fn write_state_dict(
+    path: &Path,
+    profile: &Profile,
+    tensors: &[(String, Vec<i64>, Vec<f32>)],
+    container: StateDictContainer,
+    format_metadata: bool,
+) -> Result<()> {
+    if path.extension().is_some_and(|x| x == "safetensors") {
+        let ts: Vec<tch::Tensor> = tensors.iter().map(|(_, shape, v)| tch::Tensor::from_slice(v).reshape(shape.as_slice())).collect();
+        let named: Vec<(String, &tch::Tensor)> = tensors.iter().zip(&ts).map(|((k, _, _), t)| (k.clone(), t)).collect();
+        let md: Vec<(String, String)> = if format_metadata { vec![("format".into(), "pt".into())] } else { vec![] };
+        fastsave::write_safetensors(path, &named, &md, false, false)?;
     } else {
-        // save_pretrained hands torch.save a plain dict (after removing shared tensors).
-        let sd = Value::dict([("a", Value::Tensor(Tensor::scalar(a))), ("b", Value::Tensor(Tensor::scalar(b)))]);
-        save_torch(&dir.join(file), &sd, profile)?;
+        let mut items = vec![];
+        for (k, shape, v) in tensors {
+            items.push((Value::str(k.clone()), Value::Tensor(Tensor::from_vec(shape, v.clone()).map_err(e)?)));
+        }
+        let sd = match container {
+            StateDictContainer::Dict => Value::Dict(items),
+            StateDictContainer::ModuleStateDict => {
+                let mut od = Value::ordered_dict(items);
+                if let Value::Object(o) = &mut od {
+                    let version = Value::dict([("version", Value::Int(1))]);
+                    let meta = Value::ordered_dict(vec![(Value::str(""), version)]);
+                    o.state = Some(Value::dict([("_metadata", meta)]));
+                }
+                od
+            }
+        };
+        save_torch(path, &sd, profile)?;
     }
     Ok(())
 }
@@ -47,16 +78,17 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
     crate::save::failpoint::write_file(path, text.as_bytes()).map_err(e)
 }
 
-/// `config.json`: `RegressionConfig` as `to_json_string` writes it (sorted, indent 2).
+/// `config.json`: the model's config class (`RegressionConfig` or `LinearConfig`, named by
+/// `model_type` and `architecture`) as `to_json_string` writes it (sorted, indent 2).
 /// `pad_token_id`: set where `train()` aligned the config with a tokenizer (None: unset, not
 /// written, as `to_diff_dict` leaves defaults out).
-pub fn write_config(dir: &Path, profile: &Profile, a: f64, b: f64, pad_token_id: Option<i64>) -> Result<()> {
+pub fn write_config(dir: &Path, profile: &Profile, (architecture, model_type): (&str, &str), a: f64, b: f64, pad_token_id: Option<i64>) -> Result<()> {
     let mut d: Vec<(String, PyJson)> = vec![
         ("a".into(), PyJson::Float(a)),
-        ("architectures".into(), PyJson::List(vec![PyJson::Str("RegressionModel".into())])),
+        ("architectures".into(), PyJson::List(vec![PyJson::Str(architecture.into())])),
         ("b".into(), PyJson::Float(b)),
         (profile.config_dtype_key.into(), PyJson::Str("float32".into())),
-        ("model_type".into(), PyJson::Str("regression".into())),
+        ("model_type".into(), PyJson::Str(model_type.into())),
     ];
     if let Some(id) = pad_token_id {
         d.push(("pad_token_id".into(), PyJson::Int(id as i128)));
@@ -177,31 +209,29 @@ fn encoded_b() -> Value {
     Value::reduce("_codecs", "encode", vec![Value::str("b"), Value::str("latin1")])
 }
 
-/// `_load_best_model`: the weights of a checkpoint folder, read back from the file the version
-/// wrote (`None` when it is missing: HF then warns and keeps the current weights).
-pub fn read_weights(dir: &Path, file: &str) -> Result<Option<(f32, f32)>> {
-    let path = dir.join(file);
+/// A weights file's float32 tensors by key (`None` when it is missing: HF's `_load_best_model`
+/// then warns and keeps the current weights).
+pub fn read_state_dict(path: &Path) -> Result<Option<Vec<(String, Vec<f32>)>>> {
     if !path.exists() {
         return Ok(None);
     }
-    let tensors: Vec<(String, Tensor)> = if file == "model.safetensors" {
-        safetensors::load(&path).map_err(e)?.1
+    let tensors: Vec<(String, Tensor)> = if path.extension().is_some_and(|x| x == "safetensors") {
+        safetensors::load(path).map_err(e)?.1
     } else {
-        match torch_format::load(&path).map_err(e)? {
-            Value::Dict(d) => d
-                .into_iter()
-                .filter_map(|(k, v)| match (k.as_str().map(str::to_string), v) {
-                    (Some(k), Value::Tensor(t)) => Some((k, t)),
-                    _ => None,
-                })
-                .collect(),
-            other => return Err(format!("{}: not a state dict: {other:?}", path.display())),
-        }
+        let v = torch_format::load(path).map_err(e)?;
+        let items = v.as_dict().ok_or_else(|| format!("{}: not a state dict", path.display()))?;
+        items
+            .iter()
+            .filter_map(|(k, v)| match (k.as_str().map(str::to_string), v.resolved()) {
+                (Some(k), Value::Tensor(t)) => Some((k, t.clone())),
+                _ => None,
+            })
+            .collect()
     };
-    let get = |name: &str| -> Result<f32> {
-        let t = tensors.iter().find(|(n, _)| n == name).ok_or(format!("{}: no tensor {name}", path.display()))?;
-        let b = t.1.contiguous_bytes().map_err(e)?;
-        Ok(f32::from_le_bytes(b[..4].try_into().map_err(e)?))
-    };
-    Ok(Some((get("a")?, get("b")?)))
+    let mut out = vec![];
+    for (k, t) in tensors {
+        let b = t.contiguous_bytes().map_err(e)?;
+        out.push((k, b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()));
+    }
+    Ok(Some(out))
 }

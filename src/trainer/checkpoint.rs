@@ -10,6 +10,8 @@ use crate::hf::error::HfError;
 use crate::numerics::lr::LambdaLrState;
 use crate::policy::{best, rotation};
 use crate::save::{atomic, store};
+use crate::save::store::StateDictContainer;
+use crate::world::scenario::ModelKind;
 use std::path::Path;
 use super::{io_err, DeleteRule, DiskEvent, SaveMode, Trainer};
 use super::optimizer::Scheduler;
@@ -129,21 +131,57 @@ impl<'a> Trainer<'a> {
         };
     }
 
+    /// `_save`: the model by its class (`save_pretrained` for a `PreTrainedModel` or a
+    /// `PeftModel`, else "only saving its state dict"), the tokenizer, training_args.bin.
     pub(super) fn write_model(&self, dir: &Path) -> Result<(), HfError> {
-        let (a, b) = self.model.values();
-        store::write_weights(dir, self.profile, self.args.weights_file(self.profile), a, b).map_err(|e| io_err(dir, e))?;
+        let p = self.profile;
+        let weights = self.args.weights_file(p);
+        let sd = self.model.state_dict();
+        let write = |file: &str, container, format_metadata| {
+            store::write_state_dict(&dir.join(file), p, &sd, container, format_metadata).map_err(|e| io_err(dir, e))
+        };
         // `_align_special_tokens` at the start of train() (the scenarios save only after it).
-        let pad = self.profile.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && self.profile.aligns_special_tokens);
-        store::write_config(dir, self.profile, self.sc.model.a, self.sc.model.b, pad).map_err(|e| io_err(dir, e))?;
+        let pad = p.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && p.aligns_special_tokens);
+        let (a, b) = (self.sc.model.a, self.sc.model.b);
+        match self.sc.model.kind {
+            ModelKind::Regression | ModelKind::Linear => {
+                write(weights, StateDictContainer::Dict, true)?;
+                let names = if self.sc.model.kind == ModelKind::Linear { ("LinearModel", "linear") } else { ("RegressionModel", "regression") };
+                store::write_config(dir, p, names, a, b, pad).map_err(|e| io_err(dir, e))?;
+            }
+            ModelKind::Module => write(weights, StateDictContainer::ModuleStateDict, p.state_dict_safetensors_metadata)?,
+            ModelKind::Lora => {
+                // `save_pretrained(output_dir, safe_serialization=args.save_safetensors)` where
+                // the argument exists, else peft's default.
+                let safe = p.has_field("save_safetensors").then_some(weights == "model.safetensors");
+                write(p.peft.weights_file(safe), StateDictContainer::Dict, true)?;
+                let lo = &self.sc.model.lora;
+                let alpha = if lo.alpha_is_int { PyJson::Int(lo.alpha as i128) } else { PyJson::Float(lo.alpha) };
+                let cfg = dir.join("adapter_config.json");
+                store::write_text(&cfg, &p.peft.adapter_config(lo.r, &alpha)).map_err(|e| io_err(&cfg, e))?;
+                let card = dir.join("README.md");
+                let existing = std::fs::read_to_string(&card).ok();
+                store::write_text(&card, &p.peft.model_card(existing.as_deref())).map_err(|e| io_err(&card, e))?;
+            }
+        }
         if self.sc.tokenizer {
             // `_save`: `processing_class.save_pretrained(output_dir)` after the model, before
             // training_args.bin, in every checkpoint and in save_model()'s folder.
-            for (name, text) in &self.profile.tokenizer_files {
-                let p = dir.join(name);
-                store::write_text(&p, text).map_err(|e| io_err(&p, e))?;
+            for (name, text) in &p.tokenizer_files {
+                let path = dir.join(name);
+                store::write_text(&path, text).map_err(|e| io_err(&path, e))?;
             }
         }
-        store::write_training_args(dir, self.profile, &self.args).map_err(|e| io_err(dir, e))
+        store::write_training_args(dir, p, &self.args).map_err(|e| io_err(dir, e))
+    }
+
+    /// The weights file `_load_best_model` reads from a checkpoint folder: for a `PeftModel` the
+    /// adapter `load_adapter` finds (safetensors first), else the file `save_safetensors` names.
+    pub(super) fn best_weights_file(&self, dir: &Path) -> &'static str {
+        match self.sc.model.kind {
+            ModelKind::Lora => ["adapter_model.safetensors", "adapter_model.bin"].into_iter().find(|f| dir.join(f).is_file()).unwrap_or("adapter_model.safetensors"),
+            _ => self.args.weights_file(self.profile),
+        }
     }
 
     pub(super) fn write_optimizer_and_scheduler(&self, dir: &Path) -> Result<(), HfError> {

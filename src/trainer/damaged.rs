@@ -76,10 +76,11 @@ pub fn eocd_search(len: u64) -> EocdSearch {
 }
 
 /// `_load_from_checkpoint`'s read of the weights: `safetensors.torch.load_file` for
-/// model.safetensors (a `SafetensorError` when the 8-byte header length or the header itself
-/// is cut off), `torch.load` for pytorch_model.bin.
+/// model.safetensors and peft's adapter_model.safetensors (a `SafetensorError` when the 8-byte
+/// header length or the header itself is cut off), `torch.load` for pytorch_model.bin and
+/// adapter_model.bin.
 pub fn weights_load(path: &Path, rules: &ResumeBehaviors) -> Option<HfError> {
-    if path.file_name().is_some_and(|n| n == "pytorch_model.bin") {
+    if path.extension().is_some_and(|x| x == "bin") {
         return torch_load(path, rules.empty_weights_file_message, rules.zip_error_suffix);
     }
     let bytes = std::fs::read(path).ok()?;

@@ -141,6 +141,10 @@ impl<'a> Trainer<'a> {
     /// A trained run's metrics of one eval set: the eval loss of the model and the scripted
     /// metrics.
     pub(super) fn computed_metrics(&mut self, k: usize, prefix: &str) -> Vec<(String, PyJson)> {
+        if !self.evaluation_has_labels() {
+            // `prediction_step` returns no loss and no labels: no eval loss, no compute_metrics.
+            return vec![];
+        }
         let set = &self.evals[k];
         let bs = self.args.per_device_eval_batch_size;
         let n = set.x.len();

@@ -8,6 +8,7 @@
 //! | [`train_loop`] | `_inner_training_loop`: the epochs, micro-batches and optimizer steps, `_maybe_log_save_evaluate`, the end of training (`_load_best_model`, the save_total_limit=1 cleanup) |
 //! | [`evaluate`] | `evaluate()` / `evaluation_loop`, `_determine_best_metric`, the ReduceLROnPlateau step |
 //! | [`callbacks`] | `EarlyStoppingCallback`, `stateful_callbacks` |
+//! | [`inputs`] | `label_names`' default, `_set_signature_columns_if_needed` / `remove_unused_columns`, `_prepare_inputs`' empty-batch error |
 //! | [`optimizer`] | `create_optimizer_and_scheduler` (the optimizer and scheduler HF builds) |
 //! | [`checkpoint`] | `_save_checkpoint`, `_save`, `_rotate_checkpoints`, `save_model()`, `save_state()` |
 //! | [`resume`] | `train(resume_from_checkpoint=...)`: `_load_from_checkpoint`, `_load_optimizer_and_scheduler`, `_load_rng_state` |
@@ -24,6 +25,7 @@ mod callbacks;
 mod checkpoint;
 mod damaged;
 mod evaluate;
+mod inputs;
 mod optimizer;
 mod plan;
 mod resume;
@@ -233,7 +235,7 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
         }
     };
     let r = sc.resume.as_ref().expect("checked above");
-    let second = Scenario { args: r.args_over(&sc.args), ..sc.clone() };
+    let second = Scenario { args: r.args_over(&sc.args), model: r.model.clone().unwrap_or_else(|| sc.model.clone()), ..sc.clone() };
     let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
     let mut state_out: Option<PyJson> = None;
     events.push(DiskEvent::Resumed);
@@ -370,7 +372,8 @@ impl<'a> Trainer<'a> {
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
         let rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
         let lr = args.learning_rate;
-        let decay = optim::hf_decay_mask(&["a", "b"], profile.decay_norm_patterns);
+        let model = Model::new(&sc.model);
+        let decay = optim::hf_decay_mask(&model.trainable_names(), profile.decay_norm_patterns);
         let opt = if args.optim == "sgd" {
             Optim::Sgd(crate::numerics::sgd::Sgd::hf(profile.torch_layout, lr, args.weight_decay, &decay))
         } else {
@@ -388,7 +391,7 @@ impl<'a> Trainer<'a> {
             profile,
             sc,
             run_dir: run_dir.to_path_buf(),
-            model: Model::new(sc.model.a, sc.model.b),
+            model,
             train: DataSet::new(None, sc.data.train, 0),
             evals,
             opt,

@@ -10,12 +10,13 @@ use crate::hf::args;
 use crate::hf::behaviors::ResumeBehaviors;
 use crate::hf::error::HfError;
 use crate::hf::state::{Intervals, TrainerState};
-use crate::numerics::optim::Param;
+use crate::numerics::optim;
 use crate::numerics::plateau;
 use crate::numerics::rng::TorchGenerator;
 use crate::policy::rotation;
 use crate::save::{atomic, store};
 use std::path::Path;
+use crate::world::scenario::ModelKind;
 use super::damaged;
 use super::{io_err, SaveMode, Trainer};
 use super::optimizer::{Optim, Scheduler};
@@ -77,18 +78,38 @@ impl<'a> Trainer<'a> {
             }
         };
         let dir = self.run_dir.join(&rel);
-        let weights = ["model.safetensors", "pytorch_model.bin"].into_iter().find(|f| dir.join(f).is_file());
-        let Some(weights) = weights else {
+        // `_load_from_checkpoint`: a folder with none of the weights files (full, sharded index or
+        // adapter) is no checkpoint; full weights load into any model (`strict=False`), else a
+        // `PeftModel` loads its adapter, else the sharded load looks for its index.
+        let has = |f: &str| dir.join(f).is_file();
+        let weights = ["model.safetensors", "pytorch_model.bin"].into_iter().find(|f| has(f));
+        let adapter = ["adapter_model.safetensors", "adapter_model.bin"].into_iter().find(|f| has(f));
+        let index = ["pytorch_model.bin.index.json", "model.safetensors.index.json"].into_iter().any(has);
+        if weights.is_none() && adapter.is_none() && !index {
             return Err(HfError::value(format!("Can't find a valid checkpoint at {rel}")));
-        };
+        }
         let rules = self.resume_rules();
-        let weights_path = dir.join(weights);
-        let loaded = store::read_weights(&dir, weights).map_err(|e| {
+        let file = match (weights, adapter) {
+            (Some(w), _) => w,
+            (None, Some(a)) if self.sc.model.kind == ModelKind::Lora => a,
+            _ => {
+                return Err(HfError::value(format!(
+                    "Can't find a checkpoint index (pytorch_model.bin.index.json or model.safetensors.index.json) in {rel}."
+                )))
+            }
+        };
+        let weights_path = dir.join(file);
+        let loaded = store::read_state_dict(&weights_path).map_err(|e| {
             damaged::weights_load(&weights_path, &rules)
-                .unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged {weights} in {rel}: {e}")))
+                .unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged {file} in {rel}: {e}")))
         })?;
-        if let Some((a, b)) = loaded {
-            self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
+        if let Some(sd) = loaded {
+            let set = self.model.load(&sd);
+            // `_issue_warnings_after_load` reads `model._keys_to_ignore_on_save` when keys are
+            // missing: a plain nn.Module has no such attribute.
+            if self.sc.model.kind == ModelKind::Module && set.len() < self.model.state_dict().len() {
+                return Err(HfError::new("AttributeError", "'RegressionModule' object has no attribute '_keys_to_ignore_on_save'"));
+            }
         }
         let sp = dir.join("trainer_state.json");
         let state_text = if sp.is_file() {
@@ -165,6 +186,11 @@ impl<'a> Trainer<'a> {
         };
         let opt = load(&opt_p, "optimizer.pt")?;
         let sched = load(&sched_p, "scheduler.pt")?;
+        let sizes: Vec<usize> = match &self.opt {
+            Optim::AdamW(o) => o.groups.iter().map(|g| g.params.len()).collect(),
+            Optim::Sgd(o) => o.groups.iter().map(|g| g.0.len()).collect(),
+        };
+        optim::check_saved_groups(&opt, &sizes).map_err(HfError::value)?;
         let lrs: Vec<f64> = match &mut self.opt {
             Optim::AdamW(o) => {
                 o.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;

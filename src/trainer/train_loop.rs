@@ -8,13 +8,13 @@ use crate::hf::args::{self, Interval};
 use crate::hf::behaviors::{BestTiming, CallbackRefresh, GaLoss, LoggedLr, Prefetch, SchedulerCreated};
 use crate::hf::error::HfError;
 use crate::hf::state::{Intervals, LogEntry};
-use crate::numerics::optim::{self, Param};
+use crate::numerics::optim;
 use crate::numerics::py_math::py_round;
 use crate::policy::{rotation, schedule};
 use crate::save::store;
 use std::time::Instant;
 use super::{io_err, DeleteRule, DiskEvent, Trainer};
-use super::optimizer::Scheduler;
+use super::optimizer::{Optim, Scheduler};
 
 impl<'a> Trainer<'a> {
     /// `train()` → `_inner_training_loop`.
@@ -224,7 +224,7 @@ impl<'a> Trainer<'a> {
                         self.load_rng_state()?;
                         rng_to_sync = false;
                     }
-                    self.micro_step(rows, grad_scale, log_scale);
+                    self.micro_step(rows, grad_scale, log_scale)?;
                     // HF's `step` in its own sync test (restarted at the skip point before 4.57).
                     let hf_step = step - step_offset;
                     let sync = if p.ga_sync_per_epoch {
@@ -254,11 +254,12 @@ impl<'a> Trainer<'a> {
     }
 
     /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
-    pub(super) fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) {
+    pub(super) fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) -> Result<(), HfError> {
+        self.check_batch_columns()?;
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
         self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
         if !self.numerics {
-            return;
+            return Ok(());
         }
         let (x, y) = self.train.batch(rows);
         let raw = self.model.loss(&x, &y);
@@ -273,6 +274,7 @@ impl<'a> Trainer<'a> {
         } else {
             self.tr_loss += l;
         }
+        Ok(())
     }
 
     /// Clip, optimizer step, scheduler step. Returns (grad_norm, lr used by the step).
@@ -289,6 +291,11 @@ impl<'a> Trainer<'a> {
             None
         };
         if self.numerics {
+            if let Optim::AdamW(o) = &self.opt {
+                if let Some(m) = o.step_shape_error(&ps) {
+                    return Err(HfError::new("RuntimeError", m));
+                }
+            }
             self.opt.step(&mut ps);
             self.model.write_back(&ps);
         }
@@ -407,8 +414,9 @@ impl<'a> Trainer<'a> {
         if self.args.load_best_model_at_end {
             if let Some(best) = self.state.best.best_model_checkpoint.clone() {
                 let dir = self.run_dir.join(&best);
-                if let Some((a, b)) = store::read_weights(&dir, self.args.weights_file(self.profile)).map_err(|e| io_err(&dir, e))? {
-                    self.model.write_back(&[Param::scalar(a), Param::scalar(b)]);
+                let path = dir.join(self.best_weights_file(&dir));
+                if let Some(sd) = store::read_state_dict(&path).map_err(|e| io_err(&path, e))? {
+                    self.model.load(&sd);
                 }
             }
         }

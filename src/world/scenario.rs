@@ -50,6 +50,9 @@ pub struct ResumeSpec {
     /// Applied to the run directory between the two runs, in order.
     #[serde(default)]
     pub damage: Vec<Damage>,
+    /// The second Trainer's model (contract v3), e.g. another kind; default the first run's.
+    #[serde(default)]
+    pub model: Option<ModelSpec>,
 }
 
 /// One damage of `resume.damage`: what a run killed during a save leaves. Paths are relative to
@@ -96,13 +99,116 @@ impl ResumeSpec {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// `"model"` (contract v3, part 1: conformance/README.md "Model kinds"): the kind, the initial
+/// `a` and `b`, and for `lora` the adapter's rank, alpha and initial entries. Fields another kind
+/// does not take are an error of the file, as in the generator.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(try_from = "RawModelSpec")]
 pub struct ModelSpec {
-    #[serde(default)]
+    pub kind: ModelKind,
     pub a: f64,
-    #[serde(default)]
     pub b: f64,
+    /// `lora` only (defaults r=1, alpha=2, lora_a=1.0, lora_b=0.0).
+    pub lora: LoraSpec,
+}
+
+/// What the Trainer is handed (HF's `_save` has one branch per class family).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// HF's regression test model, a `PreTrainedModel` with scalars `a`, `b`.
+    #[default]
+    Regression,
+    /// A plain `torch.nn.Module` with the same parameters: "only saving its state dict".
+    Module,
+    /// A `PreTrainedModel` whose prediction is an `nn.Linear(1, 1)` (weight a, bias b).
+    Linear,
+    /// `linear` wrapped by peft's `get_peft_model` with the contract's `LoraConfig`.
+    Lora,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 4] = [ModelKind::Regression, ModelKind::Module, ModelKind::Linear, ModelKind::Lora];
+
+    pub fn from_name(name: &str) -> Option<ModelKind> {
+        ModelKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Regression => "regression",
+            ModelKind::Module => "module",
+            ModelKind::Linear => "linear",
+            ModelKind::Lora => "lora",
+        }
+    }
+}
+
+/// The `lora` kind's `LoraConfig(r, lora_alpha)` and the world's initial adapter entries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoraSpec {
+    pub r: i64,
+    pub alpha: f64,
+    /// `alpha` was written as an integer (Python keeps `lora_alpha` an int then, and
+    /// adapter_config.json says `2`, not `2.0`).
+    pub alpha_is_int: bool,
+    pub lora_a: f64,
+    pub lora_b: f64,
+}
+
+impl Default for LoraSpec {
+    fn default() -> Self {
+        LoraSpec { r: 1, alpha: 2.0, alpha_is_int: true, lora_a: 1.0, lora_b: 0.0 }
+    }
+}
+
+impl Default for ModelSpec {
+    fn default() -> Self {
+        ModelSpec { kind: ModelKind::Regression, a: 0.0, b: 0.0, lora: LoraSpec::default() }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModelSpec {
+    #[serde(default)]
+    kind: ModelKind,
+    #[serde(default)]
+    a: f64,
+    #[serde(default)]
+    b: f64,
+    r: Option<i64>,
+    alpha: Option<serde_json::Number>,
+    lora_a: Option<f64>,
+    lora_b: Option<f64>,
+}
+
+impl TryFrom<RawModelSpec> for ModelSpec {
+    type Error = String;
+    fn try_from(m: RawModelSpec) -> Result<Self, String> {
+        let d = LoraSpec::default();
+        if m.kind != ModelKind::Lora {
+            for (name, set) in [("r", m.r.is_some()), ("alpha", m.alpha.is_some()), ("lora_a", m.lora_a.is_some()), ("lora_b", m.lora_b.is_some())] {
+                if set {
+                    return Err(format!("model field `{name}` belongs to kind \"lora\", not \"{}\"", m.kind.name()));
+                }
+            }
+        }
+        let r = m.r.unwrap_or(d.r);
+        if r < 1 {
+            return Err(format!("model field `r` must be a positive integer, got {r}"));
+        }
+        Ok(ModelSpec {
+            kind: m.kind,
+            a: m.a,
+            b: m.b,
+            lora: LoraSpec {
+                r,
+                alpha: m.alpha.as_ref().and_then(|n| n.as_f64()).unwrap_or(d.alpha),
+                alpha_is_int: m.alpha.as_ref().is_none_or(|n| n.is_i64() || n.is_u64()),
+                lora_a: m.lora_a.unwrap_or(d.lora_a), lora_b: m.lora_b.unwrap_or(d.lora_b) },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -259,4 +365,27 @@ fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(json: &str) -> Result<ModelSpec, String> {
+        serde_json::from_str::<ModelSpec>(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn model_kinds_parse_strictly() {
+        assert_eq!(model("{}").unwrap(), ModelSpec::default());
+        let m = model(r#"{"kind": "lora", "r": 2, "alpha": 4, "lora_a": 0.5}"#).unwrap();
+        assert_eq!((m.kind, m.lora.r, m.lora.alpha, m.lora.alpha_is_int, m.lora.lora_a, m.lora.lora_b), (ModelKind::Lora, 2, 4.0, true, 0.5, 0.0));
+        assert!(!model(r#"{"kind": "lora", "alpha": 4.0}"#).unwrap().lora.alpha_is_int);
+        assert_eq!(model(r#"{"kind": "module", "a": 1.5}"#).unwrap().a, 1.5);
+        let e = model(r#"{"kind": "module", "r": 2}"#).unwrap_err();
+        assert!(e.contains("`r` belongs to kind \"lora\", not \"module\""), "{e}");
+        assert!(model(r#"{"kind": "lora", "r": 0}"#).unwrap_err().contains("positive integer"));
+        assert!(model(r#"{"kind": "peft"}"#).unwrap_err().contains("unknown variant"));
+        assert!(model(r#"{"kind": "linear", "c": 1}"#).unwrap_err().contains("unknown field"));
+    }
 }

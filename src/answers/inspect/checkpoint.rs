@@ -349,6 +349,18 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     if expect.save_only_model {
         c.notes.push("save_only_model: no optimizer, scheduler or RNG state by design; a resume starts them afresh".into());
     }
+    // What kind of model the Trainer saved (HF's `_save` branches; contract v3's model kinds).
+    if let Some(a) = adapter.filter(|_| !has(preferred) && !has(other)) {
+        c.notes.push(format!(
+            "a peft adapter checkpoint ({a}{}): the base model is not in it; PeftModel.from_pretrained(base_model, folder) loads it",
+            if has("adapter_config.json") { ", adapter_config.json" } else { "" }
+        ));
+        if !has("adapter_config.json") {
+            c.notes.push("no adapter_config.json: the Trainer's resume still loads the adapter into its PeftModel, but PeftModel.from_pretrained(base_model, folder) cannot".into());
+        }
+    } else if !has("config.json") && (has(preferred) || has(other)) {
+        c.notes.push("a state dict only, no config.json: the Trainer's model was not a PreTrainedModel (\"only saving its state dict\"); rebuild the module in code and load_state_dict".into());
+    }
 
     // Anything else: JSON parses, torch files read; not required.
     for f in &present {

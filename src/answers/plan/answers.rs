@@ -7,7 +7,7 @@
 use crate::formats::pyjson::{self, PyJson};
 use crate::hf::args::{Args, Interval};
 use crate::trainer::{DiskEvent, PlanTrace};
-use crate::world::scenario::Scenario;
+use crate::world::scenario::{ModelKind, Scenario};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -64,6 +64,10 @@ pub struct Answers {
     pub resume_pick: Option<String>,
     /// Files written into output_dir itself (a scenario's `finally` save_model/save_state).
     pub output_files: Vec<String>,
+    /// What the Trainer was handed (contract v3's model kinds).
+    pub model_kind: ModelKind,
+    /// The files of a checkpoint folder (the last one left, else none), by name.
+    pub checkpoint_files: Vec<String>,
     /// Every assumed metric value, as (step, key).
     pub assumed_values: Vec<(u64, String)>,
     /// Whether any answer depends on an assumed value of the metric for best model.
@@ -202,6 +206,12 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         .map(|rd| rd.flatten().filter(|e| e.path().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     output_files.sort();
+    let mut checkpoint_files: Vec<String> = checkpoints_left
+        .last()
+        .and_then(|c| std::fs::read_dir(out.join(c)).ok())
+        .map(|rd| rd.flatten().filter(|e| e.path().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    checkpoint_files.sort();
 
     let best_assumed = |v: &PyJson| if assumed { Value::String(ASSUMED.into()) } else { json_value(v) };
     let mut events = timeline_events(state, trace, &best_assumed, &load_best, error.as_ref(), stop_reason.as_deref(), global_step);
@@ -230,6 +240,8 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         save_model_needed,
         resume_pick: get_last_checkpoint(&out),
         output_files,
+        model_kind: sc.model.kind,
+        checkpoint_files,
         assumed_values: trace.assumed.clone(),
         assumed,
         depends_on_assumed,

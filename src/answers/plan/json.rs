@@ -33,6 +33,8 @@ pub fn version(vp: &VersionPlan) -> Value {
         "final_weights_at": null,
         "save_model_needed": null,
         "resume_pick": null,
+        "model": null,
+        "checkpoint_files": [],
         "not_affecting": dropped(&vp.classified.not_affecting, "reason"),
         "not_modelled": dropped(&vp.classified.not_modelled, "assumed"),
         "runner_owned": dropped(&vp.classified.runner_owned, "note"),
@@ -70,6 +72,8 @@ fn fill(o: &mut Value, a: &Answers) {
     o["final_weights_at"] = json!(a.final_weights_at);
     o["save_model_needed"] = json!(a.save_model_needed);
     o["resume_pick"] = json!(a.resume_pick);
+    o["model"] = json!({"kind": a.model_kind.name(), "to_keep": super::render::to_keep(a.model_kind)});
+    o["checkpoint_files"] = json!(a.checkpoint_files);
     o["assumed"] = json!(a.assumed);
     o["depends_on_assumed"] = json!(a.depends_on_assumed);
     o["assumed_values"] = a.assumed_values.iter().map(|(s, k)| json!({"step": s, "key": k})).collect();

@@ -20,7 +20,7 @@ pub mod render;
 use config::{Config, Kind};
 use crate::hf::profile::{self, Profile};
 use crate::trainer::{self, PlanMetrics};
-use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelSpec, Scenario};
+use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelKind, ModelSpec, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,6 +39,8 @@ pub struct Options {
     pub steps_per_epoch: Option<usize>,
     pub metrics: Option<PathBuf>,
     pub metrics_from: Option<PathBuf>,
+    /// `--model`: the model kind (None: the scenario's, else `regression`).
+    pub model: Option<ModelKind>,
     pub json: bool,
 }
 
@@ -52,6 +54,8 @@ pub struct Request {
     /// Per `evaluate()` call; None: assumed.
     pub given: Option<Vec<metrics::Call>>,
     pub metrics_note: String,
+    /// `--model`.
+    pub model: Option<ModelKind>,
 }
 
 impl Request {
@@ -79,7 +83,7 @@ impl Request {
                 _ => "assumed (no --metrics or --metrics-from): the eval loss and the metric for best model improve at every evaluation; anything that depends on them is marked".to_string(),
             }),
         };
-        Ok(Request { train_rows: opts.train_rows, steps_per_epoch: opts.steps_per_epoch, eval, eval_note, given, metrics_note })
+        Ok(Request { train_rows: opts.train_rows, steps_per_epoch: opts.steps_per_epoch, eval, eval_note, given, metrics_note, model: opts.model })
     }
 }
 
@@ -134,7 +138,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     };
     let sc_rows = cfg.scenario.as_ref().map(|s| s.data.train);
     let (train, train_note) = data::train_rows(resolved.as_ref(), req.train_rows, req.steps_per_epoch, sc_rows)?;
-    let sc = match &cfg.scenario {
+    let mut sc = match &cfg.scenario {
         Some(base) => {
             let mut sc = base.clone();
             sc.args = classified.args.clone();
@@ -157,6 +161,9 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             resume: None,
         },
     };
+    if let Some(kind) = req.model {
+        sc.model = ModelSpec { kind, ..sc.model.clone() };
+    }
     let run = TempRun::new(profile.version)?;
     let title = format!("plan of {} @ HF {}", cfg.path.display(), profile.version);
     let traced = match &classified.spelling_error {

@@ -8,6 +8,7 @@
 //! the executor was fed, and runs of steps that only log are folded into one line. One renderer,
 //! so the plan and the snapshots cannot drift apart.
 
+use crate::world::scenario::ModelKind;
 use crate::trainer::PlanTrace;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -310,6 +311,10 @@ pub fn answers_text(version: &str, a: &Answers, vp: &VersionPlan) -> String {
     if vp.finally_calls.iter().any(|c| c == "save_model") {
         writeln!(s, "    (the scenario calls save_model() after train(); output_dir holds: {})", listing(&a.output_files)).unwrap();
     }
+    if !a.checkpoint_files.is_empty() {
+        writeln!(s, "  each checkpoint holds ({} model): {}", a.model_kind.name(), listing(&a.checkpoint_files)).unwrap();
+    }
+    writeln!(s, "  to use the fine-tuned model: {}", to_keep(a.model_kind)).unwrap();
     writeln!(s, "  tokenizer: checkpoints and save_model() hold tokenizer files only when the Trainer has the tokenizer").unwrap();
     writeln!(s, "    (passed as tokenizer=/processing_class=, or taken from the data collator where the release does that);").unwrap();
     writeln!(s, "    otherwise save it yourself: tokenizer.save_pretrained(output_dir).").unwrap();
@@ -417,4 +422,19 @@ fn answer(vp: &VersionPlan, f: impl Fn(&Answers) -> Option<String>) -> String {
 
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
+}
+
+/// What a user keeps to use the trained model, by the kind HF's `_save` saw.
+pub fn to_keep(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Regression | ModelKind::Linear => {
+            "a checkpoint or save_model()'s folder is the whole model (config.json and the weights): from_pretrained(folder) loads it."
+        }
+        ModelKind::Module => {
+            "the folder holds the state dict only (not a PreTrainedModel: no config.json): keep the code that builds the module, then module.load_state_dict(the weights file)."
+        }
+        ModelKind::Lora => {
+            "the folder holds the adapter only (adapter_config.json and the adapter weights), not the base model: keep the base model too (its name or files), then PeftModel.from_pretrained(base_model, folder) (or merge_and_unload() and save_pretrained the merged model)."
+        }
+    }
 }

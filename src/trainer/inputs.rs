@@ -1,0 +1,79 @@
+//! What a batch holds when it reaches the model, and which label names the Trainer knows:
+//! `__init__`'s `label_names` default (`find_labels` of the model's class), the signature columns
+//! `_set_signature_columns_if_needed` reads for `remove_unused_columns`, and the errors
+//! `_prepare_inputs` and the forward call raise when the columns kept do not fit.
+//!
+//! The world's batches have the columns `input_x` and `labels`. The world's own models take both
+//! (`forward(input_x, labels=None, **kwargs)`); a peft `PeftModel` takes `(*args, **kwargs)`, so
+//! releases that inspect the wrapper rather than its base model find no labels and keep no column.
+
+use crate::hf::error::HfError;
+use crate::world::scenario::ModelKind;
+use super::Trainer;
+
+/// The forward parameters of the world's models (`LinearModel.forward` and the others).
+const WORLD_FORWARD: [&str; 3] = ["input_x", "labels", "kwargs"];
+/// `PeftModel.forward(*args, **kwargs)`.
+const PEFT_FORWARD: [&str; 2] = ["args", "kwargs"];
+
+impl<'a> Trainer<'a> {
+    /// The class whose forward the Trainer inspects is the peft wrapper's own.
+    fn inspects_wrapper(&self, of_base_from: bool) -> bool {
+        self.sc.model.kind == ModelKind::Lora && !of_base_from
+    }
+
+    /// `self.label_names`: the argument, else `find_labels` of the inspected class (parameters
+    /// containing "label": `labels` for the world's models, none for `PeftModel`).
+    pub(super) fn label_names(&self) -> Vec<String> {
+        match &self.args.label_names {
+            Some(l) => l.clone(),
+            None if self.inspects_wrapper(self.profile.peft_label_names_of_base) => vec![],
+            None => vec!["labels".into()],
+        }
+    }
+
+    /// `remove_unused_columns` before the first batch: the columns kept are those in the inspected
+    /// forward's signature plus `label`, `label_ids` and the label names. No column left is
+    /// `_prepare_inputs`' ValueError; labels without `input_x` is the forward call's TypeError.
+    pub(super) fn check_batch_columns(&self) -> Result<(), HfError> {
+        if !self.args.remove_unused_columns {
+            return Ok(());
+        }
+        let forward: &[&str] = if self.inspects_wrapper(self.profile.peft_forward_columns_of_base) { &PEFT_FORWARD } else { &WORLD_FORWARD };
+        let mut signature: Vec<String> = forward.iter().map(|s| s.to_string()).collect();
+        // `list(set(["label", "label_ids"] + self.label_names))`: a set's order (the generator
+        // runs with PYTHONHASHSEED=0); the message lists it only when no label name is given.
+        let mut extra = vec!["label".to_string(), "label_ids".to_string()];
+        for l in self.label_names() {
+            if !extra.contains(&l) {
+                extra.push(l);
+            }
+        }
+        signature.extend(extra);
+        let kept: Vec<&str> = ["input_x", "labels"].into_iter().filter(|c| signature.iter().any(|s| s == c)).collect();
+        if kept.is_empty() {
+            return Err(HfError::value(format!(
+                "The batch received was empty, your model won't be able to train on it. Double-check that your training dataset contains keys expected by the model: {}.",
+                signature.join(",")
+            )));
+        }
+        if !kept.contains(&"input_x") {
+            let class = match self.sc.model.kind {
+                ModelKind::Module => "RegressionModule",
+                ModelKind::Linear | ModelKind::Lora => "LinearModel",
+                ModelKind::Regression => "RegressionModel",
+            };
+            return Err(HfError::new("TypeError", format!("{class}.forward() missing 1 required positional argument: 'input_x'")));
+        }
+        Ok(())
+    }
+
+    /// `prediction_step`'s `has_labels`: an evaluation computes a loss (and calls
+    /// compute_metrics) only when the batch carries every label name and there is one.
+    pub(super) fn evaluation_has_labels(&self) -> bool {
+        let names = self.label_names();
+        // The world's batches hold `labels` (a run whose columns drop them stopped at its first
+        // training batch already).
+        !names.is_empty() && names.iter().all(|n| n == "labels")
+    }
+}
