@@ -161,7 +161,9 @@ def main():
                 problems.extend(out)
             # An adapter folder (the `lora` kind): it loads into the base model with the real peft.
             rel_dir = os.path.relpath(dp, os.path.join(golden_root, name))
-            if "adapter_config.json" in fns and not any(os.path.normpath(os.path.join(name, rel_dir, f)) in skip for f in fns):
+            # (Both files present: a scenario's damage may remove one, and the folder is then its.)
+            adapter = "adapter_config.json" in fns and any(f.startswith("adapter_model.") for f in fns)
+            if adapter and not any(os.path.normpath(os.path.join(name, rel_dir, f)) in skip for f in fns):
                 files += 1
                 try:
                     lo = peft_load(os.path.join(ours_root, name, rel_dir))
