@@ -304,7 +304,12 @@ pub fn answers_text(version: &str, a: &Answers, vp: &VersionPlan) -> String {
         }
         (None, _) => {
             writeln!(s, "  the final model ({model}) is in memory only: no checkpoint folder left holds it.").unwrap();
-            writeln!(s, "  save_model() needed: YES: call trainer.save_model() after train() (it writes the weights, config.json and").unwrap();
+            let files = match a.model_kind {
+                ModelKind::Regression | ModelKind::Linear => "the weights, config.json",
+                ModelKind::Module => "the state dict",
+                ModelKind::Lora => "the adapter, adapter_config.json",
+            };
+            writeln!(s, "  save_model() needed: YES: call trainer.save_model() after train() (it writes {files} and").unwrap();
             writeln!(s, "    training_args.bin into output_dir) to keep it.").unwrap();
         }
     }
