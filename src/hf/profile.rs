@@ -13,7 +13,7 @@
 use crate::formats::torch_format::ArchiveStyle;
 use crate::hf::behaviors::{Behaviors, ResumeBehaviors, TorchLayout};
 use crate::hf::peft::{Peft, PeftBehaviors};
-use crate::hf::version::{at, Version};
+use crate::hf::version::{at, Row, Version};
 use serde_json::Value;
 
 /// One profiled release: its version and what its real HF wrote beside the golden folders.
@@ -258,6 +258,17 @@ fn fields(meta: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// One table's rows: the name, then each change (`since: value`), with the doc line below.
+fn push_rows(out: &mut String, rows: &[Row], width: usize, with_doc: bool) {
+    for row in rows {
+        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
+        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
+        if with_doc {
+            out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
+        }
+    }
+}
+
 /// `ckptspec versions`: the behavior table, one row per behavior, one column per change: the
 /// release where the value changed and the value from then on. With `per_release`, one column per
 /// profiled release instead (the value in each).
@@ -296,22 +307,11 @@ pub fn render_table(per_release: bool) -> String {
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
     out.push_str(&format!("{} profiles: {}\n\n", supported().len(), supported().join(" ")));
     out.push_str("behavior, then each change: the release it first appears in, and the value from then on\n\n");
-    for row in &rows {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
-    }
+    push_rows(&mut out, &rows, width, true);
     out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source, checked by the resume goldens and tests/resume.rs)\n\n");
-    for row in ResumeBehaviors::table() {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
-    }
+    push_rows(&mut out, &ResumeBehaviors::table(), width, true);
     out.push_str("\ntorch: what a torch release writes differently (keyed by the profile's torch line)\n\n");
-    for row in TorchLayout::table() {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-    }
+    push_rows(&mut out, &TorchLayout::table(), width, false);
     out.push_str("\ntorch lines (golden/hf-V/ENVIRONMENT):\n");
     let mut lines: Vec<(String, Vec<&str>)> = vec![];
     for v in supported() {
@@ -325,11 +325,7 @@ pub fn render_table(per_release: bool) -> String {
         out.push_str(&format!("  torch {t}: {}\n", vs.join(" ")));
     }
     out.push_str("\npeft: what a peft release does differently (keyed by the profile's peft pin; the `lora` model kind)\n\n");
-    for row in PeftBehaviors::table() {
-        let changes: Vec<String> = row.changes.iter().map(|(since, v)| format!("{since}: {v}")).collect();
-        out.push_str(&format!("{:width$}  {}\n", row.name, changes.join("  |  ")));
-        out.push_str(&format!("{:width$}    ({})\n", "", row.doc.trim()));
-    }
+    push_rows(&mut out, &PeftBehaviors::table(), width, true);
     out.push_str("\npeft pins (conformance/requirements) and what each writes for the default adapter (golden/hf-V/PEFT.json):\n");
     let mut pins: Vec<(Peft, Vec<&str>)> = vec![];
     for v in supported() {
