@@ -33,8 +33,13 @@ SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
 # Fields of the scenario format (contract v2: v1's plus `tokenizer` and `resume`; v3: `model.kind`
 # and `resume.model`). Anything else in a scenario file is an error of the file.
 SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally",
-                   "tokenizer", "resume"}
-RESUME_FIELDS = {"from", "args", "damage", "model"}
+                   "tokenizer", "resume", "launch"}
+RESUME_FIELDS = {"from", "args", "damage", "model", "launch"}
+# Contract v3, part 2 (conformance/README.md "Launch"): how many processes and nodes run a phase,
+# and whether the nodes share one disk. Default: one process (no launcher).
+LAUNCH_FIELDS = {"nnodes": (1, 2), "nproc_per_node": (1, 2), "disks": ("shared", "per-node")}
+LAUNCH_DEFAULT = {"nnodes": 1, "nproc_per_node": 1, "disks": "shared"}
+NODE_DIR = re.compile(r"^node-[0-9]+$")
 # Model kinds (contract v3, conformance/README.md "Model kinds"): the fields each kind takes.
 MODEL_FIELDS = {
     "regression": {"kind", "a", "b"},
@@ -51,7 +56,7 @@ CHECKPOINT_NAME = re.compile(r"^checkpoint-[0-9]+$")
 GENERATOR_ARGS = {"output_dir", "report_to", "disable_tqdm", "logging_dir"}
 # Arguments HF renamed (format v1 uses HF 5.x names): a version without the new field gets the
 # old spelling (evaluation_strategy before 4.41).
-RENAMES = {"eval_strategy": "evaluation_strategy"}
+RENAMES = {"eval_strategy": "evaluation_strategy", "use_cpu": "no_cuda"}
 # Keys whose values are wall-clock measurements: never compared.
 VOLATILE_KEY = re.compile(r"(_runtime|_per_second)$")
 
@@ -85,6 +90,8 @@ def load_scenario(path):
     if "tokenizer" in sc and not isinstance(sc["tokenizer"], bool):
         raise ScenarioError(f"{path}: field 'tokenizer' must be true or false")
     check_model(sc.get("model", {}), path, "model")
+    if "launch" in sc:
+        check_launch(sc["launch"], path, "launch")
     if "resume" in sc:
         check_resume(sc["resume"], path)
     return sc
@@ -108,6 +115,28 @@ def check_model(m, path, field):
         raise ScenarioError(f"{path}: field '{field}.r' must be a positive integer")
 
 
+def check_launch(lc, path, field):
+    """Field `launch` (and `resume.launch`), contract v3 part 2: strict, naming the field."""
+    if not isinstance(lc, dict):
+        raise ScenarioError(f"{path}: field '{field}' must be an object with 'nnodes', 'nproc_per_node', 'disks'")
+    unknown = set(lc) - set(LAUNCH_FIELDS)
+    if unknown:
+        raise ScenarioError(f"{path}: field '{field}' has unknown field(s) {sorted(unknown)}; allowed: {sorted(LAUNCH_FIELDS)}")
+    for k, allowed in LAUNCH_FIELDS.items():
+        if k in lc and (isinstance(lc[k], bool) or lc[k] not in allowed):
+            raise ScenarioError(f"{path}: field '{field}.{k}' must be one of {list(allowed)}, not {lc[k]!r}")
+
+
+def launch_of(lc):
+    """A launch field with its defaults filled in (a tuple: it groups the launches)."""
+    full = dict(LAUNCH_DEFAULT, **(lc or {}))
+    return (full["nnodes"], full["nproc_per_node"], full["disks"])
+
+
+def world_size(launch):
+    return launch[0] * launch[1]
+
+
 def check_resume(r, path):
     """Field `resume` (conformance/README.md, contract v2): strict, naming the field."""
     if not isinstance(r, dict):
@@ -122,6 +151,8 @@ def check_resume(r, path):
         raise ScenarioError(f"{path}: field 'resume.args' must be an object")
     if "model" in r:
         check_model(r["model"], path, "resume.model")
+    if "launch" in r:
+        check_launch(r["launch"], path, "resume.launch")
     owned = GENERATOR_ARGS & set(r.get("args", {}))
     if owned:
         raise ScenarioError(f"{path}: field 'resume.args' may not set {sorted(owned)}: the runner owns them")
@@ -133,8 +164,12 @@ def check_resume(r, path):
         if not isinstance(d, dict) or not (set(d) == {"remove"} or set(d) == {"truncate", "bytes"}):
             raise ScenarioError(f"{where} must be {{\"remove\": PATH}} or {{\"truncate\": PATH, \"bytes\": N}}")
         rel = d.get("remove", d.get("truncate"))
-        if not isinstance(rel, str) or not (rel == "output" or rel.startswith("output/")) or os.path.isabs(rel) or ".." in rel.split("/"):
-            raise ScenarioError(f"{where}: the path must be output or lie under it (relative, no '..'), not {rel!r}")
+        parts = rel.split("/") if isinstance(rel, str) else []
+        if parts and NODE_DIR.match(parts[0]):  # a per-node disk's output (contract v3 part 2)
+            parts = parts[1:]
+        if not isinstance(rel, str) or not parts or parts[0] != "output" or os.path.isabs(rel) or ".." in parts:
+            raise ScenarioError(f"{where}: the path must be output or lie under it (or under node-K/output for "
+                                f"per-node disks; relative, no '..'), not {rel!r}")
         if "bytes" in d and not (isinstance(d["bytes"], int) and not isinstance(d["bytes"], bool) and d["bytes"] >= 0):
             raise ScenarioError(f"{where}: 'bytes' must be a non-negative integer")
 
@@ -483,6 +518,213 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
         os.chdir(cwd)
 
 
+# ---------------------------------------------------------------- several processes (contract v3 part 2)
+
+def phase_cwd(run_dir, launch, node):
+    """Where a process of `node` runs: the run directory, or its node's own `node-K/` (per-node disks:
+    the relative `output/` is then that node's disk)."""
+    return os.path.join(run_dir, f"node-{node}") if launch[2] == "per-node" else run_dir
+
+
+def phase_args(sc, phase):
+    """(args, resume_from, model spec) of a phase: "all"/"first" the scenario's own; "second" the
+    resume's (contract v2)."""
+    if phase != "second":
+        return sc.get("args", {}), None, sc.get("model", {})
+    r = sc["resume"]
+    args = dict(sc.get("args", {}))
+    args.update(r.get("args", {}))
+    frm = r["from"]
+    return args, (True if frm == "last" else f"output/{frm}"), r.get("model", sc.get("model", {}))
+
+
+def phase_launch(sc, phase):
+    if phase == "second" and "launch" in sc["resume"]:
+        return launch_of(sc["resume"]["launch"])
+    return launch_of(sc.get("launch"))
+
+
+def is_distributed(sc):
+    return any(world_size(phase_launch(sc, ph)) > 1 for ph in (("first", "second") if "resume" in sc else ("all",)))
+
+
+def worker_main(task_file):
+    """One process of a torchrun launch: runs the launch's tasks one after another (each in its own
+    run directory; one launch per profile and launch shape amortises the 15-30 s a launch costs)
+    and writes each task's outcome, as this rank saw it, next to the task file."""
+    with open(task_file) as f:
+        job = json.load(f)
+    warnings.filterwarnings("ignore")
+    world = hf_world()
+    import torch.distributed as dist
+    rank, node = int(os.environ["RANK"]), int(os.environ.get("GROUP_RANK", "0"))
+    launch = tuple(job["launch"])
+    for k, t in enumerate(job["tasks"]):
+        sc = t["scenario"]
+        cwd = phase_cwd(t["run_dir"], launch, node)
+        os.makedirs(cwd, exist_ok=True)
+        os.chdir(cwd)
+        args, resume_from, model_spec = phase_args(sc, t["phase"])
+        trainer, error = one_run(sc, args, world, resume_from, model_spec)
+        out = {"rank": rank, "node": node, "local_rank": int(os.environ.get("LOCAL_RANK", "0")), "error": error,
+               "final_state": state_json(trainer) if rank == 0 else None}
+        os.chdir(ROOT)
+        with open(f"{task_file}.{k}.rank{rank}.json", "w") as f:
+            json.dump(out, f)
+        del trainer
+        if dist.is_initialized():
+            dist.barrier()  # every rank is done with this run directory before the next task starts
+    # A gloo thread can abort a rank at interpreter exit after everything is written ("terminate
+    # called without an active exception"): leave the group, then exit without the teardown.
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LaunchError(Exception):
+    """torchrun failed, or a rank wrote no outcome: a generator failure, never a golden."""
+
+
+def torchrun(launch, tasks, scratch, label):
+    """Runs `tasks` (dicts: scenario, run_dir, phase) in one launch of `launch` (nnodes,
+    nproc_per_node, disks): `torch.distributed.run`, gloo on CPU, the rendezvous on 127.0.0.1 with a
+    free port, one launcher per node. Returns, per task, the ranks' outcomes (global rank order)."""
+    import subprocess
+    nnodes, nproc, _ = launch
+    task_file = os.path.join(scratch, f"{label}.json")
+    with open(task_file, "w") as f:
+        json.dump({"launch": list(launch), "tasks": tasks}, f)
+    port = free_port()
+    logs, procs = [], []
+    for node in range(nnodes):
+        log_path = os.path.join(scratch, f"{label}.node{node}.log")
+        logs.append(log_path)
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc_per_node={nproc}",
+               f"--node_rank={node}", "--master_addr=127.0.0.1", f"--master_port={port}",
+               os.path.abspath(__file__), "--worker", task_file]
+        procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT))
+    timeout = 120 + 30 * len(tasks)
+    rcs = []
+    for p in procs:
+        try:
+            rcs.append(p.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            rcs.append("timeout")
+    outcomes = []
+    for k, t in enumerate(tasks):
+        ranks = []
+        for r in range(nnodes * nproc):
+            path = f"{task_file}.{k}.rank{r}.json"
+            if not os.path.exists(path):
+                tail = "".join(open(logs[-1]).readlines()[-15:]) if logs else ""
+                raise LaunchError(f"{t['scenario']['name']} ({t['phase']}): rank {r} wrote no outcome "
+                                  f"(launch {launch}, launcher exit {rcs}); the last lines of {logs[-1]}:\n{tail}")
+            with open(path) as f:
+                ranks.append(json.load(f))
+        outcomes.append(ranks)
+    if any(rc != 0 for rc in rcs):
+        raise LaunchError(f"launch {launch} of {len(tasks)} task(s) exited {rcs} after writing every outcome; see {logs}")
+    return outcomes
+
+
+def phase_result(ranks):
+    """A phase's part of result.json: global rank 0's error and final state (what the user's main
+    process sees), and every rank's outcome."""
+    return {"error": ranks[0]["error"], "final_state": ranks[0]["final_state"],
+            "ranks": [{"rank": o["rank"], "node": o["node"], "local_rank": o["local_rank"], "error": o["error"]}
+                      for o in ranks]}
+
+
+def run_phase_in_process(sc, phase, world, run_dir):
+    """A one-process phase of a distributed scenario (a resume with 1 process, or the first run of
+    one resumed with 2): the runner's own process, as for every other scenario."""
+    launch = phase_launch(sc, phase)
+    cwd = phase_cwd(run_dir, launch, 0)
+    os.makedirs(cwd, exist_ok=True)
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        args, resume_from, model_spec = phase_args(sc, phase)
+        trainer, error = one_run(sc, args, world, resume_from, model_spec)
+        return {"error": error, "final_state": state_json(trainer)}
+    finally:
+        os.chdir(here)
+
+
+def run_distributed(scs, world, hf_version, target, report):
+    """Every scenario with a launch of several processes: the first phases grouped by launch shape
+    (one torchrun each), the damage, then the resumes grouped by theirs. Each scenario's
+    result.json is written at its run directory's root."""
+    scratch = tempfile.mkdtemp(prefix="ckptspec-launch-")
+    try:
+        results = {}
+
+        def run_group(phase_of):
+            groups = {}
+            for sc in scs:
+                ph = phase_of(sc)
+                if ph is not None:
+                    groups.setdefault(phase_launch(sc, ph), []).append((sc, ph))
+            for n, (launch, items) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+                if world_size(launch) == 1:
+                    for sc, ph in items:
+                        results.setdefault(sc["name"], {})[ph] = run_phase_in_process(sc, ph, world, os.path.join(target, sc["name"]))
+                    continue
+                tasks = [{"scenario": sc, "run_dir": os.path.join(target, sc["name"]), "phase": ph} for sc, ph in items]
+                label = f"{phase_of.__name__}-{n}"
+                for (sc, ph), ranks in zip(items, torchrun(launch, tasks, scratch, label)):
+                    results.setdefault(sc["name"], {})[ph] = phase_result(ranks)
+
+        def first(sc):
+            return "first" if "resume" in sc else "all"
+
+        def second(sc):
+            res = results[sc["name"]][first(sc)]
+            if "resume" not in sc or res["error"] is not None:
+                return None
+            return "second"
+
+        for sc in scs:
+            run_dir = os.path.join(target, sc["name"])
+            if os.path.exists(run_dir):
+                shutil.rmtree(run_dir)
+            os.makedirs(run_dir)
+        run_group(first)
+        here = os.getcwd()
+        for sc in scs:
+            if second(sc) is not None:
+                os.chdir(os.path.join(target, sc["name"]))
+                try:
+                    apply_damage(sc["resume"].get("damage", []))
+                finally:
+                    os.chdir(here)
+        run_group(second)
+        for sc in scs:
+            res = results[sc["name"]]
+            top = res.get("second", res[first(sc)])
+            out = {"hf_version": hf_version, **top}
+            if "second" in res:
+                out["first"] = res["first"]
+            with open(os.path.join(target, sc["name"], "result.json"), "w") as f:
+                f.write(json.dumps(out, indent=2) + "\n")
+            err = top["error"]
+            report(sc, err)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def tokenizer_template(world):
     """The files the world's tokenizer's `save_pretrained` writes in this release (text, by file
     name, sorted): golden/hf-V/TOKENIZER.json. The Rust trainer's processing class is these
@@ -780,12 +1022,23 @@ def main(argv=None):
     target = tempfile.mkdtemp(prefix=f"ckptspec-check-{a.hf}-") if a.check else golden_root
     os.makedirs(target, exist_ok=True)
 
+    def report(sc, err):
+        print(f"{sc['name']}: {'ok' if err is None else err['type']}", flush=True)
+
     for sc in scs:
+        if is_distributed(sc):
+            continue
         run_dir = os.path.join(target, sc["name"])
         if os.path.exists(run_dir):
             shutil.rmtree(run_dir)
-        err = run_scenario(sc, world, a.hf, run_dir)
-        print(f"{sc['name']}: {'ok' if err is None else err['type']}", flush=True)
+        report(sc, run_scenario(sc, world, a.hf, run_dir))
+    dist_scs = [sc for sc in scs if is_distributed(sc)]
+    if dist_scs:
+        try:
+            run_distributed(dist_scs, world, a.hf, target, report)
+        except LaunchError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     env = environment_text(world)
     with open(os.path.join(target, "ENVIRONMENT"), "w") as f:
         f.write(env)
@@ -856,6 +1109,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":  # a torchrun process (run_distributed)
+        worker_main(sys.argv[2])
     # Python's string hashing is randomised per process, and HF shows set orders in messages (4.31's
     # "The batch received was empty ... keys expected by the model: args,kwargs,label,label_ids"
     # lists a set()): one fixed seed, so that reruns are byte-identical. A runner that imports this
