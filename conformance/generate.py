@@ -612,15 +612,20 @@ def torchrun(launch, tasks, scratch, label):
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc_per_node={nproc}",
                f"--node_rank={node}", "--master_addr=127.0.0.1", f"--master_port={port}",
                os.path.abspath(__file__), "--worker", task_file]
-        procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT))
+        # Its own session: on a timeout the launcher and every worker it started are killed
+        # together (killing the launcher alone leaves its workers waiting in a collective).
+        procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                      start_new_session=True))
     timeout = 120 + 30 * len(tasks)
     rcs = []
     for p in procs:
         try:
             rcs.append(p.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
+            import signal
             for q in procs:
-                q.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(q.pid, signal.SIGKILL)
             rcs.append("timeout")
     outcomes = []
     for k, t in enumerate(tasks):
