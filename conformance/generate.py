@@ -489,7 +489,7 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
     try:
         r = sc.get("resume")
         if resume is not None:
-            trainer, error = one_run(sc, sc.get("args", {}), world, True if resume == "last" else f"output/{resume}")
+            trainer, error = one_run(sc, sc.get("args", {}), world, resume_target(resume))
             write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer)})
             return error
         if phase in ("all", "first"):
@@ -506,11 +506,8 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
                 first = json.load(f)
             if r is None or first["error"] is not None:
                 raise ScenarioError(f"{sc['name']}: phase 'second' needs a resume scenario whose first run succeeded")
-        args = dict(sc.get("args", {}))
-        args.update(r.get("args", {}))
-        frm = r["from"]
-        trainer, error = one_run(sc, args, world, True if frm == "last" else f"output/{frm}",
-                                 r.get("model", sc.get("model", {})))
+        args, resume_from, model_spec = phase_args(sc, "second")
+        trainer, error = one_run(sc, args, world, resume_from, model_spec)
         write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer),
                       "first": {"error": first["error"], "final_state": first["final_state"]}})
         return error
@@ -534,8 +531,13 @@ def phase_args(sc, phase):
     r = sc["resume"]
     args = dict(sc.get("args", {}))
     args.update(r.get("args", {}))
-    frm = r["from"]
-    return args, (True if frm == "last" else f"output/{frm}"), r.get("model", sc.get("model", {}))
+    return args, resume_target(r["from"]), r.get("model", sc.get("model", {}))
+
+
+def resume_target(frm):
+    """`resume_from_checkpoint` of a `resume.from`: True for "last" (HF's get_last_checkpoint),
+    else the checkpoint's path relative to the run directory."""
+    return True if frm == "last" else f"output/{frm}"
 
 
 def phase_launch(sc, phase):
@@ -633,9 +635,9 @@ def torchrun(launch, tasks, scratch, label):
         for r in range(nnodes * nproc):
             path = f"{task_file}.{k}.rank{r}.json"
             if not os.path.exists(path):
-                tail = "".join(open(logs[-1]).readlines()[-15:]) if logs else ""
+                tails = "".join(f"--- {log}\n" + "".join(open(log).readlines()[-15:]) for log in logs)
                 raise LaunchError(f"{t['scenario']['name']} ({t['phase']}): rank {r} wrote no outcome "
-                                  f"(launch {launch}, launcher exit {rcs}); the last lines of {logs[-1]}:\n{tail}")
+                                  f"(launch {launch}, launcher exit {rcs}); the last lines of each node's log:\n{tails}")
             with open(path) as f:
                 ranks.append(json.load(f))
         outcomes.append(ranks)
@@ -1030,14 +1032,14 @@ def main(argv=None):
     def report(sc, err):
         print(f"{sc['name']}: {'ok' if err is None else err['type']}", flush=True)
 
+    dist_scs = [sc for sc in scs if is_distributed(sc)]
     for sc in scs:
-        if is_distributed(sc):
+        if sc in dist_scs:
             continue
         run_dir = os.path.join(target, sc["name"])
         if os.path.exists(run_dir):
             shutil.rmtree(run_dir)
         report(sc, run_scenario(sc, world, a.hf, run_dir))
-    dist_scs = [sc for sc in scs if is_distributed(sc)]
     if dist_scs:
         try:
             run_distributed(dist_scs, world, a.hf, target, report)
