@@ -99,6 +99,14 @@ struct VersionsArgs {
     /// Print each behavior's value in every profiled release instead (tab-separated).
     #[arg(long)]
     per_release: bool,
+    /// Print instead every field of a release's TrainingArguments and what the spec does with it:
+    /// reproduced, set by the runner, accepted (changes nothing here), refused (with the reason)
+    /// or not yet implemented.
+    #[arg(long)]
+    arguments: bool,
+    /// The release for --arguments (a profiled version or another patch of one; default the newest).
+    #[arg(long, requires = "arguments")]
+    hf: Option<String>,
 }
 
 /// Write conformance/CHANGES.md from the golden folders alone.
@@ -264,6 +272,15 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
             Ok(if rep.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Versions(a) => {
+            if a.arguments {
+                let v = match &a.hf {
+                    Some(v) => resolve_hf(v)?,
+                    None => profile::supported().last().expect("profiles").to_string(),
+                };
+                let p = profile::Profile::get(&v)?;
+                print!("{}", ckptspec::hf::arguments::render(&p));
+                return Ok(ExitCode::SUCCESS);
+            }
             print!("{}", profile::render_table(a.per_release));
             Ok(ExitCode::SUCCESS)
         }

@@ -151,6 +151,12 @@ pub struct Args {
     pub label_names: Option<Vec<String>>,
     /// Columns the model's forward does not take are dropped from each batch.
     pub remove_unused_columns: bool,
+    /// `use_cpu` (`no_cuda` before 4.32): the process's accelerate state is a CPU one.
+    pub use_cpu: bool,
+    /// Evaluation computes the loss only: no predictions, so `compute_metrics` is not called.
+    pub prediction_loss_only: bool,
+    /// A NaN or inf training loss adds the mean of the losses since the last log instead.
+    pub logging_nan_inf_filter: bool,
     /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
     pub all: Vec<(String, PyJson)>,
 }
@@ -431,6 +437,15 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         _ => Map::new(),
     };
     let int = |raw: &Raw, n: &str| -> Result<i64, HfError> { Ok(raw.num(n)?.f() as i64) };
+    let use_cpu = raw.boolean("use_cpu");
+    if use_cpu && profile.use_cpu_unpins_memory {
+        raw.set("dataloader_pin_memory", PyJson::Bool(false));
+    }
+    // `self.optim = OptimizerNames(self.optim)`, late in __post_init__ (5.0 dropped adamw_hf).
+    let optim = raw.string("optim").unwrap_or_default();
+    if !profile.optimizer_names.contains(&optim) {
+        return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
+    }
     Ok(Args {
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),
@@ -444,13 +459,16 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
             _ => None,
         },
         remove_unused_columns: raw.boolean("remove_unused_columns"),
+        prediction_loss_only: raw.boolean("prediction_loss_only"),
+        use_cpu,
+        logging_nan_inf_filter: raw.boolean("logging_nan_inf_filter"),
         learning_rate: raw.num("learning_rate")?.f(),
         weight_decay: raw.num("weight_decay")?.f(),
         adam_beta1: raw.num("adam_beta1")?.f(),
         adam_beta2: raw.num("adam_beta2")?.f(),
         adam_epsilon: raw.num("adam_epsilon")?.f(),
         max_grad_norm: raw.num("max_grad_norm")?.f(),
-        optim: raw.string("optim").unwrap_or_default(),
+        optim,
         lr_scheduler_type,
         lr_scheduler_kwargs,
         warmup_steps,
@@ -482,14 +500,15 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
 /// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 33] = [
+pub const MODELLED: [&str; 41] = [
     "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
     "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
     "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
     "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
     "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
     "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
-    "ignore_data_skip", "label_names", "remove_unused_columns",
+    "ignore_data_skip", "label_names", "remove_unused_columns", "weight_decay", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu",
 ];
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW
@@ -500,6 +519,15 @@ pub fn is_modelled(name: &str, value: &Value) -> bool {
             || matches!(value.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd")))
         // The world's batches have `input_x` and `labels`; other label names are not modelled.
         && (name != "label_names" || value.is_null() || value.as_array().is_some_and(|l| l.len() == 1 && l[0] == "labels"))
+}
+
+/// Whether the executor runs a scenario that sets `name` to `value` in this release: the field is
+/// modelled ([`is_modelled`]) or accepted ([`super::arguments`]), or the value is the release's
+/// default (HF cannot tell such a field from one not given: `TrainingArguments` holds the same
+/// value, `training_args.bin` the same bytes; an int where the default is a float is another
+/// value).
+pub fn runs(name: &str, value: &Value, profile: &Profile) -> bool {
+    is_modelled(name, value) || super::arguments::status(name).accepted() || profile.default_of(name) == Some(value)
 }
 
 impl Args {

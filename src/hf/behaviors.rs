@@ -207,7 +207,7 @@ behaviors! {
     /// Every HF behavior that differs between transformers releases, as one release has it.
     struct Behaviors;
     /// Arguments spelled differently (format v1 name, this version's name).
-    renames: &'static [(&'static str, &'static str)] = ["4.31.0" => &[("eval_strategy", "evaluation_strategy")], "4.41.0" => &[]];
+    renames: &'static [(&'static str, &'static str)] = ["4.31.0" => &[("eval_strategy", "evaluation_strategy"), ("use_cpu", "no_cuda")], "4.32.0" => &[("eval_strategy", "evaluation_strategy")], "4.41.0" => &[]];
     /// `load_best_model_at_end` checks are skipped for `save_strategy="best"`.
     load_best_skips_best_strategy: bool = ["4.31.0" => false, "4.48.0" => true];
     /// Text inserted in the strategy-mismatch message.
@@ -270,6 +270,19 @@ behaviors! {
     /// Without clipping (`max_grad_norm` 0), the norm is still measured, through
     /// `clip_grad_norm_(max_norm=inf)`.
     grad_norm_without_clipping: bool = ["4.31.0" => false, "5.3.0" => true];
+    /// `use_cpu=True` also sets `dataloader_pin_memory = False` in `__post_init__`.
+    use_cpu_unpins_memory: bool = ["4.31.0" => false, "4.36.0" => true];
+    /// `get_scheduler` passes `lr_scheduler_kwargs` on to `get_inverse_sqrt_schedule` (before,
+    /// it drops them: a given `timescale` changes nothing, an unknown key raises nothing).
+    inverse_sqrt_takes_kwargs: bool = ["4.31.0" => false, "5.4.0" => true];
+    /// polynomial's `lr_end` check says "must be be smaller" (the typo fixed in 4.40).
+    polynomial_lr_end_typo: bool = ["4.31.0" => true, "4.40.0" => false];
+    /// `get_inverse_sqrt_schedule`'s timescale without warmup: `num_warmup_steps` (0, so the
+    /// schedule divides by zero), from 4.39 `num_warmup_steps or 10_000`.
+    inverse_sqrt_timescale_fallback: Option<i64> = ["4.31.0" => None, "4.39.0" => Some(10_000)];
+    /// When `train()` creates the optimizer (whose constructor checks lr, betas and eps) relative
+    /// to filling its TrainerState: 5.1-5.2 create it before the state and the scheduler after.
+    optimizer_created: SchedulerCreated = ["4.31.0" => SchedulerCreated::BeforeState, "5.3.0" => SchedulerCreated::AfterState];
     /// When `train()` creates the scheduler relative to filling its TrainerState (an error there
     /// leaves the state as far as it was filled).
     scheduler_created: SchedulerCreated = [
@@ -374,6 +387,10 @@ behaviors! {
         "2.1.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable"],
         "2.3.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused"],
     ];
+    /// `torch.optim.AdamW(..., fused=True)` takes CPU parameters; before, its constructor raises
+    /// `RuntimeError: `fused=True` requires all the params to be floating point Tensors of
+    /// supported devices: ['cuda', 'xpu', 'privateuseone'].` (`optim="adamw_torch_fused"`).
+    fused_adamw_on_cpu: bool = ["2.1.0" => false, "2.4.0" => true];
     /// SGD without momentum keeps a `momentum_buffer: None` state per stepped parameter.
     sgd_state_momentum_none: bool = ["2.1.0" => true, "2.4.0" => false];
     /// `LambdaLR.state_dict()` keys.

@@ -84,6 +84,8 @@ pub struct Profile {
     pub save_strategy_enum: &'static str,
     pub save_strategy_values: Vec<String>,
     pub scheduler_types: Vec<String>,
+    /// The values of `OptimizerNames` (what `optim` may be).
+    pub optimizer_names: Vec<String>,
     /// The torch release of this profile's torch line (golden/hf-V/ENVIRONMENT).
     pub torch: Version,
     /// The torch release's state-dict layouts and archive layout.
@@ -196,6 +198,7 @@ impl Profile {
             save_strategy_enum,
             save_strategy_values,
             scheduler_types: enum_values("SchedulerType").expect("TRAINING_ARGS.json lists SchedulerType"),
+            optimizer_names: enum_values("OptimizerNames").expect("TRAINING_ARGS.json lists OptimizerNames"),
             torch,
             torch_layout: TorchLayout::at(torch),
             archive_style: if TorchLayout::at(torch).archive_format_version {

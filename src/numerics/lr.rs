@@ -26,6 +26,16 @@ pub enum ScheduleKind {
     Constant,
     /// `"constant_with_warmup"`.
     ConstantWithWarmup,
+    /// `"cosine_with_restarts"`: warmup then `num_cycles` (default 1) hard-restarting cosines.
+    CosineHardRestarts { num_cycles: f64 },
+    /// `"polynomial"`: warmup then `(lr_init - lr_end) * remaining**power + lr_end`, divided by
+    /// `lr_init` (the optimizer's default lr); `lr_end / lr_init` past the last step.
+    Polynomial { lr_end: f64, power: f64, lr_init: f64 },
+    /// `"inverse_sqrt"`: warmup then `1 / sqrt((step + timescale - warmup) / timescale)`.
+    InverseSqrt { timescale: f64 },
+    /// `"cosine_with_min_lr"` (4.40+): the cosine's factor scaled into `[min_lr_rate, 1]`,
+    /// `max(0, factor)`.
+    CosineMinLr { num_cycles: f64, min_lr_rate: f64 },
 }
 
 /// A schedule as HF builds it: kind, warmup steps and total steps.
@@ -101,6 +111,45 @@ impl Schedule {
                 let c = (std::f64::consts::PI * num_cycles * 2.0 * progress).cos();
                 // 5.24 adds `factor * (1 - 0.0) + 0.0` and `max(0, factor)`: identical values.
                 py_max(0.0, 0.5 * (1.0 + c))
+            }
+            ScheduleKind::CosineHardRestarts { num_cycles } => {
+                if s < w {
+                    return s / py_max(1.0, w);
+                }
+                let progress = (s - w) / py_max(1.0, n - w);
+                if progress >= 1.0 {
+                    return 0.0;
+                }
+                // Python's `%` on positive floats is C's fmod, as Rust's.
+                py_max(0.0, 0.5 * (1.0 + (std::f64::consts::PI * ((num_cycles * progress) % 1.0)).cos()))
+            }
+            ScheduleKind::Polynomial { lr_end, power, lr_init } => {
+                if s < w {
+                    return s / py_max(1.0, w);
+                }
+                if s > n {
+                    return lr_end / lr_init;
+                }
+                let lr_range = lr_init - lr_end;
+                let pct_remaining = 1.0 - (s - w) / (n - w);
+                let decay = lr_range * std::hint::black_box(pct_remaining).powf(std::hint::black_box(power)) + lr_end;
+                decay / lr_init
+            }
+            ScheduleKind::InverseSqrt { timescale } => {
+                if s < w {
+                    return s / py_max(1.0, w);
+                }
+                let shift = timescale - w;
+                1.0 / ((s + shift) / timescale).sqrt()
+            }
+            ScheduleKind::CosineMinLr { num_cycles, min_lr_rate } => {
+                if s < w {
+                    return s / py_max(1.0, w);
+                }
+                let progress = (s - w) / py_max(1.0, n - w);
+                let factor = 0.5 * (1.0 + (std::f64::consts::PI * num_cycles * 2.0 * progress).cos());
+                let factor = factor * (1.0 - min_lr_rate) + min_lr_rate;
+                py_max(0.0, factor)
             }
         }
     }

@@ -161,6 +161,43 @@ pub fn hf_decay_mask(names: &[&str], norm_patterns: bool) -> Vec<bool> {
         .collect()
 }
 
+/// The checks of the optimizer's constructor, in its order, as `ValueError` messages. HF passes
+/// `lr`, `betas` and `eps` to the constructor and `weight_decay` only inside its parameter
+/// groups, so a negative weight_decay is never checked (the constructor checks its own default).
+/// torch's AdamW (every torch line here) and transformers' AdamW word them differently.
+pub fn constructor_error(kind: AdamWKind, lr: f64, betas: (f64, f64), eps: f64) -> Option<String> {
+    use crate::formats::pyjson::float_repr as r;
+    let beta_ok = |b: f64| (0.0..1.0).contains(&b);
+    match kind {
+        AdamWKind::HfAdamW => {
+            if lr < 0.0 {
+                Some(format!("Invalid learning rate: {} - should be >= 0.0", r(lr)))
+            } else if !beta_ok(betas.0) {
+                Some(format!("Invalid beta parameter: {} - should be in [0.0, 1.0)", r(betas.0)))
+            } else if !beta_ok(betas.1) {
+                Some(format!("Invalid beta parameter: {} - should be in [0.0, 1.0)", r(betas.1)))
+            } else if !(eps >= 0.0) {
+                Some(format!("Invalid epsilon value: {} - should be >= 0.0", r(eps)))
+            } else {
+                None
+            }
+        }
+        AdamWKind::TorchFused | AdamWKind::TorchSingleTensor => {
+            if !(lr >= 0.0) {
+                Some(format!("Invalid learning rate: {}", r(lr)))
+            } else if !(eps >= 0.0) {
+                Some(format!("Invalid epsilon value: {}", r(eps)))
+            } else if !beta_ok(betas.0) {
+                Some(format!("Invalid beta parameter at index 0: {}", r(betas.0)))
+            } else if !beta_ok(betas.1) {
+                Some(format!("Invalid beta parameter at index 1: {}", r(betas.1)))
+            } else {
+                None
+            }
+        }
+    }
+}
+
 impl AdamW {
     /// HF's two groups for parameters `0..n` with `decay[i]` from [`hf_decay_mask`]:
     /// `[{params: decaying, weight_decay}, {params: the rest, weight_decay: 0.0}]`, all at `lr`.
@@ -309,8 +346,25 @@ impl AdamW {
         if groups.len() != self.groups.len() {
             return Err(format!("{} param groups, expected {}", groups.len(), self.groups.len()));
         }
+        // torch's `load_state_dict` replaces every hyperparameter of a group with the saved one
+        // (only `params` stays): a resume keeps the first run's weight_decay, betas and eps even
+        // when the resumed run's arguments name others. HF builds every group with the same
+        // betas and eps, so the first group's stand for all.
         for (g, saved) in self.groups.iter_mut().zip(groups) {
             g.lr = saved.get("lr").and_then(|x| x.as_f64()).ok_or("param group without lr")?;
+            if let Some(wd) = saved.get("weight_decay").and_then(|x| x.as_f64()) {
+                g.weight_decay = wd;
+            }
+        }
+        if let Some(first) = groups.first() {
+            if let Some(PyValue::Tuple(b)) = first.get("betas") {
+                if let [Some(b1), Some(b2)] = [b.first().and_then(|x| x.as_f64()), b.get(1).and_then(|x| x.as_f64())] {
+                    self.betas = (b1, b2);
+                }
+            }
+            if let Some(eps) = first.get("eps").and_then(|x| x.as_f64()) {
+                self.eps = eps;
+            }
         }
         let state = v.get("state").and_then(|s| s.as_dict()).ok_or("no state dict")?;
         let floats = |t: &PyValue, what: &str| -> Result<(Vec<i64>, Vec<f32>), String> {

@@ -33,12 +33,17 @@ impl Sgd {
     }
 
     pub fn step(&mut self, params: &mut [Param]) {
-        for (idx, _, lr, _) in &self.groups {
+        for (idx, wd, lr, _) in &self.groups {
             let alpha = -*lr as f32;
+            let wd = *wd as f32;
             for &i in idx {
                 let p = &mut params[i];
                 if let Some(g) = &p.grad {
                     for (x, gx) in p.data.iter_mut().zip(g) {
+                        // `grad = grad.add(param, alpha=weight_decay)` when weight_decay != 0,
+                        // then `param.add_(grad, alpha=-lr)`: torch's CPU add kernel, one fused
+                        // multiply-add each (as the step without decay, checked against golden).
+                        let gx = if wd != 0.0 { x.mul_add(wd, *gx) } else { *gx };
                         *x = gx.mul_add(alpha, *x);
                     }
                     self.stepped[i] = true;
@@ -59,6 +64,10 @@ impl Sgd {
         }
         for (g, saved) in self.groups.iter_mut().zip(groups) {
             g.2 = saved.get("lr").and_then(|x| x.as_f64()).ok_or("param group without lr")?;
+            // Every saved hyperparameter replaces the group's (torch's load_state_dict).
+            if let Some(wd) = saved.get("weight_decay").and_then(|x| x.as_f64()) {
+                g.1 = wd;
+            }
             if let Some(il) = saved.get("initial_lr").and_then(|x| x.as_f64()) {
                 g.3 = Some(il);
             }

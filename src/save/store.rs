@@ -122,6 +122,18 @@ pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result
             None => state.push((Value::str(name.clone()), value)),
         }
     }
+    // `use_cpu`: `_setup_devices` builds `PartialState(cpu=True)`, which the pickled arguments
+    // keep as `distributed_state._cpu`.
+    if args.use_cpu {
+        if let Some((_, Value::Object(ds))) = state.iter_mut().find(|(k, _)| k.as_str() == Some("distributed_state")) {
+            if let Some(Value::Dict(ds_state)) = ds.state.as_mut() {
+                match ds_state.iter_mut().find(|(k, _)| k.as_str() == Some("_cpu")) {
+                    Some(slot) => slot.1 = Value::Bool(true),
+                    None => return Err("TRAINING_ARGS.pkl: distributed_state has no _cpu".into()),
+                }
+            }
+        }
+    }
     save_torch(&dir.join("training_args.bin"), &obj, profile)
 }
 

@@ -116,6 +116,11 @@ impl<'a> Trainer<'a> {
     /// The scripted compute_metrics entry of this call for eval set `k` (its keys as scripted).
     pub(super) fn scripted_metrics(&mut self, k: usize) -> Vec<(String, PyJson)> {
         let mut metrics = vec![];
+        // prediction_loss_only: the loop gathers no predictions, so compute_metrics is not
+        // called (and its script does not advance).
+        if self.args.prediction_loss_only {
+            return metrics;
+        }
         if let Some(script) = &self.sc.metrics {
             if self.metric_calls.len() <= k {
                 self.metric_calls.resize(k + 1, 0);

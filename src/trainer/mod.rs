@@ -305,8 +305,11 @@ fn run_inner(
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
     let args = args::resolve(&sc.args, profile)?;
-    if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::is_modelled(k, v)) {
-        return Err(HfError::not_modelled(format!("argument {k}={v}")));
+    if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::runs(k, v, profile)) {
+        return Err(HfError::not_modelled(match crate::hf::arguments::status(k) {
+            crate::hf::arguments::Status::Refused(r) => format!("argument {k}={v}: refused, it {}", r.text()),
+            _ => format!("argument {k}={v}"),
+        }));
     }
     let mut t = Trainer::new(sc, profile, args, run_dir)?;
     t.mode = mode;

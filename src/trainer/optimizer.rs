@@ -3,6 +3,7 @@
 //! with `lr_scheduler_kwargs` checked as `get_scheduler` passes them on.
 
 use crate::hf::args::Args;
+use crate::formats::pyjson::float_repr;
 use crate::hf::error::HfError;
 use crate::numerics::greedy::Greedy;
 use crate::numerics::lr::{self, Schedule, ScheduleKind};
@@ -64,6 +65,13 @@ impl<'a> Trainer<'a> {
             "cosine" => ScheduleKind::Cosine { num_cycles: 0.5 },
             "constant" => ScheduleKind::Constant,
             "constant_with_warmup" => ScheduleKind::ConstantWithWarmup,
+            "cosine_with_restarts" => ScheduleKind::CosineHardRestarts { num_cycles: 1.0 },
+            // `lr_init = optimizer.defaults["lr"]`: the learning rate HF built the optimizer with.
+            "polynomial" => ScheduleKind::Polynomial { lr_end: 1e-7, power: 1.0, lr_init: a.learning_rate },
+            // The timescale is settled below, once the warmup is known.
+            "inverse_sqrt" => ScheduleKind::InverseSqrt { timescale: f64::NAN },
+            // NaN: neither min_lr nor min_lr_rate given (settled below).
+            "cosine_with_min_lr" => ScheduleKind::CosineMinLr { num_cycles: 0.5, min_lr_rate: f64::NAN },
             "reduce_lr_on_plateau" => {
                 let kwargs = if self.profile.plateau_kwargs { a.lr_scheduler_kwargs.clone() } else { Default::default() };
                 let pl = Plateau::from_kwargs(&serde_json::Value::Object(kwargs), &[a.learning_rate, a.learning_rate], self.profile.torch_layout)
@@ -84,13 +92,14 @@ impl<'a> Trainer<'a> {
             }
             other => return Err(HfError::not_modelled(format!("lr_scheduler_type {other}"))),
         };
-        let kind = self.check_schedule_kwargs(kind)?;
         let a = &self.args;
         let warmup = if self.profile.warmup_steps_ratio {
             lr::warmup_steps_v5(a.warmup_steps.f(), max_steps) as f64
         } else {
             lr::warmup_steps_v4(a.warmup_steps.f(), a.warmup_ratio, max_steps)
         };
+        let kind = self.check_schedule_kwargs(kind, warmup)?;
+        let a = &self.args;
         let s = Schedule { kind, warmup, num_training_steps: max_steps };
         self.current_lr = s.lr_after_steps(a.learning_rate, 0);
         self.opt.set_lr(self.current_lr);
@@ -100,19 +109,25 @@ impl<'a> Trainer<'a> {
     }
 
     /// `get_scheduler(..., scheduler_specific_kwargs=lr_scheduler_kwargs)`: constant schedules
-    /// drop the kwargs; linear and cosine pass them to their schedule function, which takes
-    /// `last_epoch` (and cosine `num_cycles`) and raises Python's TypeError for anything else.
-    pub(super) fn check_schedule_kwargs(&self, kind: ScheduleKind) -> Result<ScheduleKind, HfError> {
-        if !self.profile.plateau_kwargs {
-            return Ok(kind);
-        }
+    /// drop the kwargs; the others pass them to their schedule function, which raises Python's
+    /// TypeError for a keyword it does not take, then checks its own values (polynomial's
+    /// `lr_end`, cosine_with_min_lr's `min_lr`/`min_lr_rate`). Where the release has no
+    /// `lr_scheduler_kwargs` every schedule gets its defaults.
+    pub(super) fn check_schedule_kwargs(&self, kind: ScheduleKind, warmup: f64) -> Result<ScheduleKind, HfError> {
         let (func, accepted): (&str, &[&str]) = match kind {
             ScheduleKind::Linear => ("get_linear_schedule_with_warmup", &["last_epoch"]),
             ScheduleKind::Cosine { .. } => ("get_cosine_schedule_with_warmup", &["num_cycles", "last_epoch"]),
-            _ => return Ok(kind),
+            ScheduleKind::CosineHardRestarts { .. } => ("get_cosine_with_hard_restarts_schedule_with_warmup", &["num_cycles", "last_epoch"]),
+            ScheduleKind::Polynomial { .. } => ("get_polynomial_decay_schedule_with_warmup", &["lr_end", "power", "last_epoch"]),
+            ScheduleKind::InverseSqrt { .. } => ("get_inverse_sqrt_schedule", &["timescale", "last_epoch"]),
+            ScheduleKind::CosineMinLr { .. } => ("get_cosine_with_min_lr_schedule_with_warmup", &["num_cycles", "last_epoch", "min_lr", "min_lr_rate"]),
+            ScheduleKind::Constant | ScheduleKind::ConstantWithWarmup => return Ok(kind),
         };
-        let mut kind = kind;
-        for (k, v) in &self.args.lr_scheduler_kwargs {
+        let empty = serde_json::Map::new();
+        let dropped = matches!(kind, ScheduleKind::InverseSqrt { .. }) && !self.profile.inverse_sqrt_takes_kwargs;
+        let kwargs = if self.profile.plateau_kwargs && !dropped { &self.args.lr_scheduler_kwargs } else { &empty };
+        let mut given: Vec<(&str, f64)> = vec![];
+        for (k, v) in kwargs {
             if ["optimizer", "num_warmup_steps", "num_training_steps"].contains(&k.as_str()) {
                 return Err(HfError::not_modelled(format!("lr_scheduler_kwargs {k} repeats a positional argument")));
             }
@@ -120,12 +135,74 @@ impl<'a> Trainer<'a> {
                 return Err(HfError::new("TypeError", format!("{func}() got an unexpected keyword argument '{k}'")));
             }
             match (k.as_str(), v.as_f64()) {
-                ("num_cycles", Some(c)) => kind = ScheduleKind::Cosine { num_cycles: c },
                 ("last_epoch", Some(e)) if e == -1.0 => {}
+                (_, Some(x)) if k != "last_epoch" && !v.is_null() => given.push((k.as_str(), x)),
                 _ => return Err(HfError::not_modelled(format!("lr_scheduler_kwargs {k}={v}"))),
             }
         }
-        Ok(kind)
+        let get = |name: &str| given.iter().find(|(k, _)| *k == name).map(|(_, x)| *x);
+        let lr = self.args.learning_rate;
+        Ok(match kind {
+            ScheduleKind::Cosine { num_cycles } => ScheduleKind::Cosine { num_cycles: get("num_cycles").unwrap_or(num_cycles) },
+            ScheduleKind::CosineHardRestarts { num_cycles } => {
+                ScheduleKind::CosineHardRestarts { num_cycles: get("num_cycles").unwrap_or(num_cycles) }
+            }
+            ScheduleKind::Polynomial { lr_end, power, lr_init } => {
+                let lr_end = get("lr_end").unwrap_or(lr_end);
+                if !(lr_init > lr_end) {
+                    let be = if self.profile.polynomial_lr_end_typo { "be be" } else { "be" };
+                    return Err(HfError::value(format!("lr_end ({}) must {be} smaller than initial lr ({})", float_repr(lr_end), float_repr(lr_init))));
+                }
+                ScheduleKind::Polynomial { lr_end, power: get("power").unwrap_or(power), lr_init }
+            }
+            ScheduleKind::InverseSqrt { .. } => {
+                // `timescale = num_warmup_steps` (4.39: `or 10_000`); with both 0 the lambda's
+                // first call, in LambdaLR's constructor, divides by zero.
+                let timescale = match get("timescale") {
+                    Some(t) => t,
+                    None if warmup == 0.0 => self.profile.inverse_sqrt_timescale_fallback.map_or(0.0, |t| t as f64),
+                    None => warmup,
+                };
+                if timescale == 0.0 {
+                    if warmup == 0.0 {
+                        return Err(HfError::new("ZeroDivisionError", "division by zero"));
+                    }
+                    return Err(HfError::not_modelled("inverse_sqrt with timescale 0 after a warmup"));
+                }
+                ScheduleKind::InverseSqrt { timescale }
+            }
+            ScheduleKind::CosineMinLr { num_cycles, .. } => {
+                let min_lr_rate = match (get("min_lr"), get("min_lr_rate")) {
+                    (Some(_), Some(_)) => return Err(HfError::value("Only one of min_lr or min_lr_rate should be set")),
+                    (Some(m), None) => m / lr,
+                    (None, Some(r)) => r,
+                    (None, None) => {
+                        return Err(HfError::value("One of min_lr or min_lr_rate should be set through the `lr_scheduler_kwargs`"))
+                    }
+                };
+                ScheduleKind::CosineMinLr { num_cycles: get("num_cycles").unwrap_or(num_cycles), min_lr_rate }
+            }
+            other => other,
+        })
+    }
+
+    /// `create_optimizer`: the optimizer's constructor checks what HF hands it (called where the
+    /// release builds the optimizer, `optimizer_created`, so its error leaves the state as HF's).
+    pub(super) fn check_optimizer_args(&self) -> Result<(), HfError> {
+        let a = &self.args;
+        if let Optim::AdamW(o) = &self.opt {
+            if o.kind == AdamWKind::TorchFused && !self.profile.torch_layout.fused_adamw_on_cpu {
+                return Err(HfError::new(
+                    "RuntimeError",
+                    "`fused=True` requires all the params to be floating point Tensors of supported devices: ['cuda', 'xpu', 'privateuseone'].",
+                ));
+            }
+        }
+        let msg = match &self.opt {
+            Optim::AdamW(o) => crate::numerics::optim::constructor_error(o.kind, a.learning_rate, (a.adam_beta1, a.adam_beta2), a.adam_epsilon),
+            Optim::Sgd(_) => (a.learning_rate < 0.0).then(|| format!("Invalid learning rate: {}", float_repr(a.learning_rate))),
+        };
+        msg.map_or(Ok(()), |m| Err(HfError::value(m)))
     }
 
     /// LambdaLR records `initial_lr` in every group; ReduceLROnPlateau and GreedyLR do not.

@@ -45,6 +45,9 @@ impl<'a> Trainer<'a> {
         } else {
             ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
         };
+        if p.optimizer_created == SchedulerCreated::BeforeState {
+            self.check_optimizer_args()?;
+        }
         if p.scheduler_created == SchedulerCreated::BeforeState {
             self.create_scheduler(max_steps)?;
         }
@@ -76,6 +79,9 @@ impl<'a> Trainer<'a> {
         if p.stateful_callbacks != CallbackRefresh::Absent {
             self.refresh_stateful_callbacks(CallbackRefresh::All);
         }
+        if p.optimizer_created == SchedulerCreated::AfterIntervals {
+            self.check_optimizer_args()?;
+        }
         if p.scheduler_created == SchedulerCreated::AfterIntervals {
             self.create_scheduler(max_steps)?;
         }
@@ -95,6 +101,9 @@ impl<'a> Trainer<'a> {
             // `_init_training_state` (its TrainerState starts at epoch 0).
             self.state.epoch = Some(args::Num::Int(0));
             self.load_trainer_state(r, max_steps, num_train_epochs)?;
+        }
+        if p.optimizer_created == SchedulerCreated::AfterState {
+            self.check_optimizer_args()?;
         }
         if p.scheduler_created == SchedulerCreated::AfterState {
             self.create_scheduler(max_steps)?;
@@ -267,7 +276,7 @@ impl<'a> Trainer<'a> {
         let loss = scaled(grad_scale);
         loss.backward();
         let l = f32::try_from(&scaled(log_scale).detach()).unwrap();
-        if !l.is_finite() {
+        if !l.is_finite() && self.args.logging_nan_inf_filter {
             // logging_nan_inf_filter: add the average of the losses logged so far.
             let denom = (1 + self.state.global_step - self.last_logged) as f32;
             self.tr_loss += self.tr_loss / denom;

@@ -25,10 +25,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("optim_args", "optimizer options: change what optimizer.pt holds, not when checkpoints are written"),
     ("optim_target_modules", "which modules a special optimizer trains: numbers only"),
     ("adafactor", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
-    ("adam_beta1", "optimizer hyperparameter: changes the numbers, not the timeline"),
-    ("adam_beta2", "optimizer hyperparameter: changes the numbers, not the timeline"),
-    ("adam_epsilon", "optimizer hyperparameter: changes the numbers, not the timeline"),
-    ("weight_decay", "optimizer hyperparameter: changes the numbers, not the timeline"),
     ("label_smoothing_factor", "changes the loss values only"),
     ("neftune_noise_alpha", "adds noise to embeddings during training: numbers only"),
     ("bf16", "precision: changes the numbers, not when checkpoints are written (the plan assumes the device supports it)"),
@@ -49,7 +45,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("torchdynamo", "compiler backend (old name): the same steps and checkpoints"),
     ("use_liger_kernel", "fused kernels: numbers only"),
     ("liger_kernel_config", "fused kernels: numbers only"),
-    ("use_cpu", "which device runs the model (the plan assumes one device)"),
     ("no_cuda", "which device runs the model (the plan assumes one device)"),
     ("use_mps_device", "which device runs the model (the plan assumes one device)"),
     ("use_ipex", "Intel extension for the model: numbers only"),
@@ -70,7 +65,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("include_for_metrics", "what compute_metrics receives: the metrics are given or assumed"),
     ("use_legacy_prediction_loop", "the evaluation loop's implementation: the metrics are given or assumed"),
     ("per_gpu_eval_batch_size", "evaluation batch size (old name): the metrics, not the timeline"),
-    ("logging_nan_inf_filter", "how NaN/inf losses enter the logged loss: numbers only"),
     ("average_tokens_across_devices", "loss normalization across devices: numbers only"),
     ("past_index", "reuse of model outputs between steps: numbers only"),
     ("full_determinism", "deterministic kernels: numbers only"),
@@ -111,7 +105,10 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
 /// metric, as these two do: reduce_lr_on_plateau and greedy are built), so the plan runs it as
 /// the default schedule and says so. `tests/plan.rs` plans every SchedulerType of the newest and
 /// oldest profile, so a schedule missing from this list fails there.
-pub const SCHEDULES_BUILT: &[&str] = &["linear", "cosine", "constant", "constant_with_warmup", "reduce_lr_on_plateau", "greedy"];
+pub const SCHEDULES_BUILT: &[&str] = &[
+    "linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts", "polynomial", "inverse_sqrt",
+    "cosine_with_min_lr", "reduce_lr_on_plateau", "greedy",
+];
 
 /// One argument taken out of the executor's arguments.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,289 @@
+//! Every `TrainingArguments` field's standing in the spec, declared once: reproduced (the golden
+//! folders judge it), owned by the runner, accepted (golden shows it changes nothing in this
+//! world), refused for a stated reason, or not yet implemented. `ckptspec versions --arguments`
+//! prints it for a release; the executor consults it before it runs a scenario, so a refusal
+//! names its reason instead of "not yet implemented".
+//!
+//! Why one table and not per-release branches: the fields a release has come from its own
+//! golden `TRAINING_ARGS.json` ([`Profile::fields`]); what the spec does with a field does not
+//! depend on the release (where HF's handling of a field changes between releases, that history
+//! is a row of [`super::behaviors`], the executor reproduces it and the field is `Reproduced`).
+
+use super::profile::Profile;
+
+/// Why the spec does not run a field (with a value other than the release's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Needs hardware this spec's world does not have (a TPU, Apple MPS, Intel XPU).
+    Hardware(&'static str),
+    /// Needs the network: the HuggingFace hub or a reporting service.
+    Network,
+    /// Only means something with several processes or nodes (the distributed issue).
+    SeveralProcesses,
+    /// Needs a package no profile pins (named).
+    Package(&'static str),
+    /// Writes values of the machine it runs on (memory use) into the run's files: no golden can
+    /// hold them.
+    MachineDependent,
+}
+
+impl Refusal {
+    pub fn text(&self) -> String {
+        match self {
+            Refusal::Hardware(what) => format!("needs {what}"),
+            Refusal::Network => "needs the network (the HuggingFace hub or a reporting service)".into(),
+            Refusal::SeveralProcesses => "only means something with several processes or nodes (not modelled yet)".into(),
+            Refusal::Package(p) => format!("needs the package {p}, which no profile pins"),
+            Refusal::MachineDependent => "writes this machine's own measurements into the run's files".into(),
+        }
+    }
+}
+
+/// A field's standing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The executor reproduces it, golden-checked in every profile that has the field.
+    Reproduced,
+    /// The runner sets it (conformance/README.md); a scenario may not.
+    Runner,
+    /// Changes nothing in this world, shown by the named scenario in every profile; the text
+    /// says what it changes elsewhere.
+    Accepted { scenario: &'static str, elsewhere: &'static str },
+    /// Not run, for the stated reason.
+    Refused(Refusal),
+    /// Real HF runs it here (or raises for it); the executor does not reproduce it yet.
+    NotYetImplemented,
+}
+
+impl Status {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Status::Reproduced => "reproduced",
+            Status::Runner => "runner",
+            Status::Accepted { .. } => "accepted",
+            Status::Refused(_) => "refused",
+            Status::NotYetImplemented => "not yet implemented",
+        }
+    }
+
+    pub fn detail(&self) -> String {
+        match self {
+            Status::Reproduced => String::new(),
+            Status::Runner => "set by the runner (output folder, reporting off)".into(),
+            Status::Accepted { scenario, elsewhere } => format!("changes nothing here (scenario {scenario}); {elsewhere}"),
+            Status::Refused(r) => r.text(),
+            Status::NotYetImplemented => String::new(),
+        }
+    }
+
+    /// Whether the executor runs the field without modelling it (a reproduced field runs with the
+    /// values [`super::args::is_modelled`] lists: `optim` with some optimizers only).
+    pub fn accepted(&self) -> bool {
+        matches!(self, Status::Accepted { .. })
+    }
+}
+
+use Refusal::*;
+use Status::*;
+
+const SEVERAL: Status = Refused(SeveralProcesses);
+const HUB: Status = Refused(Network);
+
+/// The table: every field of every profile's `TrainingArguments` (4.31-5.24) appears once; a
+/// test checks that against the golden `TRAINING_ARGS.json` files. `optim` is reproduced for the
+/// values [`super::args::is_modelled`] lists.
+pub const ARGUMENTS: &[(&str, Status)] = &[
+    // The training schedule and the data.
+    ("max_steps", Reproduced),
+    ("num_train_epochs", Reproduced),
+    ("per_device_train_batch_size", Reproduced),
+    ("per_device_eval_batch_size", Reproduced),
+    ("gradient_accumulation_steps", Reproduced),
+    ("dataloader_drop_last", Reproduced),
+    ("ignore_data_skip", Reproduced),
+    ("label_names", Reproduced),
+    ("remove_unused_columns", Reproduced),
+    ("seed", Reproduced),
+    ("use_cpu", Reproduced),
+    ("data_seed", Reproduced),
+    ("prediction_loss_only", Reproduced),
+    ("logging_nan_inf_filter", Reproduced),
+    // The optimizer and the schedule.
+    ("learning_rate", Reproduced),
+    ("weight_decay", Reproduced),
+    ("adam_beta1", Reproduced),
+    ("adam_beta2", Reproduced),
+    ("adam_epsilon", Reproduced),
+    ("max_grad_norm", Reproduced),
+    ("optim", Reproduced),
+    ("lr_scheduler_type", Reproduced),
+    ("lr_scheduler_kwargs", Reproduced),
+    ("warmup_steps", Reproduced),
+    ("warmup_ratio", Reproduced),
+    // When to log, evaluate and save; the best model.
+    ("logging_strategy", Reproduced),
+    ("logging_steps", Reproduced),
+    ("logging_first_step", Reproduced),
+    ("eval_strategy", Reproduced),
+    ("evaluation_strategy", Reproduced),
+    ("eval_steps", Reproduced),
+    ("eval_delay", Reproduced),
+    ("eval_on_start", Reproduced),
+    ("save_strategy", Reproduced),
+    ("save_steps", Reproduced),
+    ("save_total_limit", Reproduced),
+    ("save_only_model", Reproduced),
+    ("save_safetensors", Reproduced),
+    ("load_best_model_at_end", Reproduced),
+    ("metric_for_best_model", Reproduced),
+    ("greater_is_better", Reproduced),
+    // The runner's.
+    ("output_dir", Runner),
+    ("logging_dir", Runner),
+    ("report_to", Runner),
+    ("disable_tqdm", Runner),
+    // Accepted: the golden of the named scenario equals what the executor writes.
+    ("run_name", Accepted { scenario: "args-run-name", elsewhere: "names the run for reporting integrations" }),
+    ("do_train", Accepted { scenario: "args-do-train-eval-predict", elsewhere: "read by HF's example scripts, not by the Trainer" }),
+    ("do_eval", Accepted { scenario: "args-do-train-eval-predict", elsewhere: "read by HF's example scripts, not by the Trainer" }),
+    ("do_predict", Accepted { scenario: "args-do-train-eval-predict", elsewhere: "read by HF's example scripts, not by the Trainer" }),
+    ("resume_from_checkpoint", Accepted {
+        scenario: "args-resume-from-checkpoint-field",
+        elsewhere: "read by HF's example scripts; the Trainer resumes only through train(resume_from_checkpoint=...)",
+    }),
+    ("dataloader_pin_memory", Accepted { scenario: "args-dataloader-pin-memory-false", elsewhere: "page-locks batches for a GPU copy" }),
+    ("overwrite_output_dir", Accepted { scenario: "args-overwrite-output-dir", elsewhere: "read by HF's example scripts, not by the Trainer (5.0 dropped the field: a TypeError there)" }),
+    ("dataloader_num_workers", Accepted { scenario: "args-dataloader-num-workers", elsewhere: "loads batches in worker processes; the sampler, and so the order, stays in the main process" }),
+    ("eval_accumulation_steps", Accepted {
+        scenario: "args-eval-accumulation-steps",
+        elsewhere: "moves gathered predictions off the accelerator every N evaluation steps",
+    }),
+    // Several processes or nodes.
+    ("local_rank", SEVERAL),
+    ("ddp_backend", SEVERAL),
+    ("ddp_find_unused_parameters", SEVERAL),
+    ("ddp_bucket_cap_mb", SEVERAL),
+    ("ddp_broadcast_buffers", SEVERAL),
+    ("ddp_timeout", SEVERAL),
+    ("ddp_static_graph", SEVERAL),
+    ("save_on_each_node", SEVERAL),
+    ("log_on_each_node", SEVERAL),
+    ("log_level_replica", SEVERAL),
+    ("dispatch_batches", SEVERAL),
+    ("split_batches", SEVERAL),
+    ("eval_use_gather_object", SEVERAL),
+    ("average_tokens_across_devices", SEVERAL),
+    ("tp_size", SEVERAL),
+    ("parallelism_config", SEVERAL),
+    ("xpu_backend", SEVERAL),
+    ("fsdp", Refused(Hardware("a GPU: FSDP does not run on CPU"))),
+    ("fsdp_min_num_params", Refused(Hardware("a GPU: FSDP does not run on CPU"))),
+    ("fsdp_config", Refused(Hardware("a GPU: FSDP does not run on CPU"))),
+    ("fsdp_transformer_layer_cls_to_wrap", Refused(Hardware("a GPU: FSDP does not run on CPU"))),
+    ("sharded_ddp", Refused(Package("fairscale"))),
+    ("deepspeed", Refused(Package("deepspeed"))),
+    // Hardware and packages.
+    ("tpu_num_cores", Refused(Hardware("a TPU"))),
+    ("tpu_metrics_debug", Refused(Hardware("a TPU"))),
+    ("use_mps_device", Refused(Hardware("Apple's MPS device"))),
+    ("use_ipex", Refused(Package("intel_extension_for_pytorch"))),
+    ("use_liger_kernel", Refused(Package("liger-kernel"))),
+    ("liger_kernel_config", Refused(Package("liger-kernel"))),
+    ("optim_target_modules", Refused(Package("galore-torch (GaLore/APOLLO optimizers)"))),
+    ("mp_parameters", Refused(Package("SageMaker's smdistributed"))),
+    ("ray_scope", Refused(Package("ray (hyperparameter search)"))),
+    // The hub and reporting services.
+    ("push_to_hub", HUB),
+    ("hub_model_id", HUB),
+    ("hub_strategy", HUB),
+    ("hub_token", HUB),
+    ("hub_private_repo", HUB),
+    ("hub_always_push", HUB),
+    ("hub_revision", HUB),
+    ("push_to_hub_model_id", HUB),
+    ("push_to_hub_organization", HUB),
+    ("push_to_hub_token", HUB),
+    ("project", HUB),
+    ("trackio_space_id", HUB),
+    ("trackio_bucket_id", HUB),
+    ("trackio_static_space_id", HUB),
+    ("skip_memory_metrics", Refused(MachineDependent)),
+    // Real HF runs these here (or raises for them): issue 20 reproduces them.
+    ("per_gpu_train_batch_size", NotYetImplemented),
+    ("per_gpu_eval_batch_size", NotYetImplemented),
+    ("log_level", NotYetImplemented),
+    ("jit_mode_eval", NotYetImplemented),
+    ("bf16", NotYetImplemented),
+    ("fp16", NotYetImplemented),
+    ("fp16_opt_level", NotYetImplemented),
+    ("half_precision_backend", NotYetImplemented),
+    ("bf16_full_eval", NotYetImplemented),
+    ("fp16_full_eval", NotYetImplemented),
+    ("fp16_backend", NotYetImplemented),
+    ("tf32", NotYetImplemented),
+    ("debug", NotYetImplemented),
+    ("dataloader_persistent_workers", NotYetImplemented),
+    ("dataloader_prefetch_factor", NotYetImplemented),
+    ("dataloader_multiprocessing_context", NotYetImplemented),
+    ("dataloader_in_order", NotYetImplemented),
+    ("past_index", NotYetImplemented),
+    ("label_smoothing_factor", NotYetImplemented),
+    ("optim_args", NotYetImplemented),
+    ("adafactor", NotYetImplemented),
+    ("group_by_length", NotYetImplemented),
+    ("length_column_name", NotYetImplemented),
+    ("train_sampling_strategy", NotYetImplemented),
+    ("gradient_checkpointing", NotYetImplemented),
+    ("gradient_checkpointing_kwargs", NotYetImplemented),
+    ("activation_checkpointing", NotYetImplemented),
+    ("activation_checkpointing_kwargs", NotYetImplemented),
+    ("include_inputs_for_metrics", NotYetImplemented),
+    ("include_for_metrics", NotYetImplemented),
+    ("include_tokens_per_second", NotYetImplemented),
+    ("include_num_input_tokens_seen", NotYetImplemented),
+    ("auto_find_batch_size", NotYetImplemented),
+    ("full_determinism", NotYetImplemented),
+    ("torchdynamo", NotYetImplemented),
+    ("torch_compile", NotYetImplemented),
+    ("torch_compile_backend", NotYetImplemented),
+    ("torch_compile_mode", NotYetImplemented),
+    ("neftune_noise_alpha", NotYetImplemented),
+    ("accelerator_config", NotYetImplemented),
+    ("eval_do_concat_batches", NotYetImplemented),
+    ("restore_callback_states_from_checkpoint", NotYetImplemented),
+    ("batch_eval_metrics", NotYetImplemented),
+    ("torch_empty_cache_steps", NotYetImplemented),
+    ("use_cache", NotYetImplemented),
+    ("enable_jit_checkpoint", NotYetImplemented),
+    // 4.32+ copy a given no_cuda into use_cpu (not modelled; 4.31 spells use_cpu so).
+    ("no_cuda", NotYetImplemented),
+    ("use_legacy_prediction_loop", NotYetImplemented),
+];
+
+/// The standing of a field (a name the table does not list is not yet implemented).
+pub fn status(name: &str) -> Status {
+    ARGUMENTS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).unwrap_or(NotYetImplemented)
+}
+
+/// `ckptspec versions --arguments --hf V`: every field of the release's `TrainingArguments`, in
+/// its order, with its standing, then the count per standing.
+pub fn render(profile: &Profile) -> String {
+    let width = profile.fields.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let mut out = format!("TrainingArguments of transformers {} ({} fields): what the spec does with each\n\n", profile.version, profile.fields.len());
+    let mut counts: Vec<(&str, usize)> = vec![];
+    for (name, _) in &profile.fields {
+        let s = status(name);
+        let detail = s.detail();
+        out.push_str(&format!("{name:width$}  {:20}{}\n", s.label(), if detail.is_empty() { String::new() } else { format!("  {detail}") }));
+        match counts.iter_mut().find(|(l, _)| *l == s.label()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((s.label(), 1)),
+        }
+    }
+    out.push('\n');
+    for label in ["reproduced", "runner", "accepted", "refused", "not yet implemented"] {
+        let n = counts.iter().find(|(l, _)| *l == label).map_or(0, |c| c.1);
+        out.push_str(&format!("{label}: {n}\n"));
+    }
+    out
+}
