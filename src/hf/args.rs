@@ -151,6 +151,10 @@ pub struct Args {
     pub label_names: Option<Vec<String>>,
     /// Columns the model's forward does not take are dropped from each batch.
     pub remove_unused_columns: bool,
+    /// `gradient_checkpointing`: `train()` asks the model to enable it.
+    pub gradient_checkpointing: bool,
+    /// `label_smoothing_factor`: the loss goes through HF's LabelSmoother.
+    pub label_smoothing_factor: f64,
     /// `use_cpu` (`no_cuda` before 4.32): the process's accelerate state is a CPU one.
     pub use_cpu: bool,
     /// Evaluation computes the loss only: no predictions, so `compute_metrics` is not called.
@@ -446,6 +450,11 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if !profile.optimizer_names.contains(&optim) {
         return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
     }
+    // `tf32=True` needs a CUDA device of the Ampere generation; this machine has none (False
+    // only turns TF32 off where CUDA exists: nothing here).
+    if raw.get("tf32") == &PyJson::Bool(true) {
+        return Err(HfError::value("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"));
+    }
     Ok(Args {
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),
@@ -460,6 +469,8 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         },
         remove_unused_columns: raw.boolean("remove_unused_columns"),
         prediction_loss_only: raw.boolean("prediction_loss_only"),
+        gradient_checkpointing: raw.boolean("gradient_checkpointing"),
+        label_smoothing_factor: raw.num("label_smoothing_factor")?.f(),
         use_cpu,
         logging_nan_inf_filter: raw.boolean("logging_nan_inf_filter"),
         learning_rate: raw.num("learning_rate")?.f(),
@@ -500,7 +511,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
 /// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 41] = [
+pub const MODELLED: [&str; 44] = [
     "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
     "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
     "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
@@ -508,7 +519,7 @@ pub const MODELLED: [&str; 41] = [
     "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
     "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
     "ignore_data_skip", "label_names", "remove_unused_columns", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu",
+    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu", "tf32", "gradient_checkpointing", "label_smoothing_factor",
 ];
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW

@@ -270,6 +270,12 @@ behaviors! {
     /// Without clipping (`max_grad_norm` 0), the norm is still measured, through
     /// `clip_grad_norm_(max_norm=inf)`.
     grad_norm_without_clipping: bool = ["4.31.0" => false, "5.3.0" => true];
+    /// Where `_inner_training_loop` enables gradient checkpointing (an error there leaves the
+    /// state as far as it was filled): 4.32-5.2 after the state's intervals and batch size.
+    gradient_checkpointing_enabled: SchedulerCreated = ["4.31.0" => SchedulerCreated::AfterIntervals, "5.3.0" => SchedulerCreated::BeforeState];
+    /// The word in `{Model} does not support {word} checkpointing.` (`gradient_checkpointing`
+    /// with a model that does not declare support).
+    checkpointing_word: &'static str = ["4.31.0" => "gradient", "5.23.0" => "activation"];
     /// `use_cpu=True` also sets `dataloader_pin_memory = False` in `__post_init__`.
     use_cpu_unpins_memory: bool = ["4.31.0" => false, "4.36.0" => true];
     /// `get_scheduler` passes `lr_scheduler_kwargs` on to `get_inverse_sqrt_schedule` (before,
@@ -386,6 +392,11 @@ behaviors! {
     sgd_group_keys: &'static [&'static str] = [
         "2.1.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable"],
         "2.3.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused"],
+    ];
+    /// `gather()` with a float index tensor: its RuntimeError (LabelSmoother with float labels).
+    gather_index_dtype_error: &'static str = [
+        "2.1.0" => "gather(): Expected dtype int64 for index",
+        "2.8.0" => "gather(): Expected dtype int32/int64 for index",
     ];
     /// `torch.optim.AdamW(..., fused=True)` takes CPU parameters; before, its constructor raises
     /// `RuntimeError: `fused=True` requires all the params to be floating point Tensors of

@@ -76,4 +76,35 @@ impl<'a> Trainer<'a> {
         // training batch already).
         !names.is_empty() && names.iter().all(|n| n == "labels")
     }
+
+    /// `if args.gradient_checkpointing: self.model.gradient_checkpointing_enable(...)`, early in
+    /// `_inner_training_loop` (after the fresh TrainerState, before its fields are filled): the
+    /// world's PreTrainedModels do not declare support (ValueError; a peft model asks its base),
+    /// a plain module has no such method (AttributeError).
+    pub(super) fn enable_gradient_checkpointing(&self) -> Result<(), HfError> {
+        if !self.args.gradient_checkpointing {
+            return Ok(());
+        }
+        let word = self.profile.checkpointing_word;
+        Err(match self.sc.model.kind {
+            ModelKind::Regression => HfError::value(format!("RegressionModel does not support {word} checkpointing.")),
+            // A PeftModel hands the call to its base model, the linear kind.
+            ModelKind::Linear | ModelKind::Lora => HfError::value(format!("LinearModel does not support {word} checkpointing.")),
+            ModelKind::Module => HfError::new("AttributeError", "'RegressionModule' object has no attribute 'gradient_checkpointing_enable'"),
+        })
+    }
+
+    /// `label_smoothing_factor != 0`: `compute_loss` pops the labels and feeds the model's
+    /// output and the world's float labels to the LabelSmoother, whose `gather` takes only
+    /// integer indices: torch's RuntimeError at the first training step (its wording is the
+    /// torch line's). Only the regression kind's path is modelled.
+    pub(super) fn check_label_smoothing(&self) -> Result<(), HfError> {
+        if self.args.label_smoothing_factor == 0.0 {
+            return Ok(());
+        }
+        match self.sc.model.kind {
+            ModelKind::Regression => Err(HfError::new("RuntimeError", self.profile.torch_layout.gather_index_dtype_error)),
+            _ => Err(HfError::not_modelled("label_smoothing_factor with this model kind")),
+        }
+    }
 }

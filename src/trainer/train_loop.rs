@@ -51,6 +51,9 @@ impl<'a> Trainer<'a> {
         if p.scheduler_created == SchedulerCreated::BeforeState {
             self.create_scheduler(max_steps)?;
         }
+        if p.gradient_checkpointing_enabled == SchedulerCreated::BeforeState {
+            self.enable_gradient_checkpointing()?;
+        }
         let a = &self.args;
         self.iv = Intervals::resolve(a, max_steps);
         if p.ratio_into_args {
@@ -78,6 +81,9 @@ impl<'a> Trainer<'a> {
         self.state.train_batch_size = Some(bs);
         if p.stateful_callbacks != CallbackRefresh::Absent {
             self.refresh_stateful_callbacks(CallbackRefresh::All);
+        }
+        if p.gradient_checkpointing_enabled == SchedulerCreated::AfterIntervals {
+            self.enable_gradient_checkpointing()?;
         }
         if p.optimizer_created == SchedulerCreated::AfterIntervals {
             self.check_optimizer_args()?;
@@ -265,6 +271,7 @@ impl<'a> Trainer<'a> {
     /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
     pub(super) fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) -> Result<(), HfError> {
         self.check_batch_columns()?;
+        self.check_label_smoothing()?;
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
         self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
         if !self.numerics {

@@ -25,7 +25,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("optim_args", "optimizer options: change what optimizer.pt holds, not when checkpoints are written"),
     ("optim_target_modules", "which modules a special optimizer trains: numbers only"),
     ("adafactor", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
-    ("label_smoothing_factor", "changes the loss values only"),
     ("neftune_noise_alpha", "adds noise to embeddings during training: numbers only"),
     ("bf16", "precision: changes the numbers, not when checkpoints are written (the plan assumes the device supports it)"),
     ("fp16", "precision: changes the numbers (a checkpoint may also hold scaler.pt), not when checkpoints are written"),
@@ -34,8 +33,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("fp16_opt_level", "apex mixed-precision level: numbers only"),
     ("fp16_backend", "mixed-precision backend: numbers only"),
     ("half_precision_backend", "mixed-precision backend: numbers only"),
-    ("tf32", "matmul precision: numbers only"),
-    ("gradient_checkpointing", "recomputes activations to save memory: the same steps and checkpoints"),
     ("gradient_checkpointing_kwargs", "options of gradient checkpointing: the same steps and checkpoints"),
     ("activation_checkpointing", "recomputes activations to save memory: the same steps and checkpoints"),
     ("activation_checkpointing_kwargs", "options of activation checkpointing: the same steps and checkpoints"),
@@ -110,6 +107,16 @@ pub const SCHEDULES_BUILT: &[&str] = &[
     "cosine_with_min_lr", "reduce_lr_on_plateau", "greedy",
 ];
 
+/// Arguments the executor reproduces as HF's error for the world's models on this CPU machine
+/// (`ckptspec run`), but whose outcome for a user depends on their model or machine, which a plan
+/// does not have: the plan of a user's arguments (not of a scenario file, whose world is the
+/// executor's) assumes they run, and says so.
+pub const YOUR_MODEL_OR_MACHINE: &[(&str, &str)] = &[
+    ("gradient_checkpointing", "raises ValueError for a model that does not support it (the world's models do not: `ckptspec run` shows it); the plan assumes yours does: the same steps and checkpoints"),
+    ("label_smoothing_factor", "raises for float labels (the world's regression labels: `ckptspec run` shows it); the plan assumes class labels: the loss values change, not the timeline"),
+    ("tf32", "raises ValueError without an Ampere GPU (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your machine has one: numbers only"),
+];
+
 /// One argument taken out of the executor's arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dropped {
@@ -138,7 +145,7 @@ pub struct Classified {
 
 /// Sorts `kwargs` for `profile`. `as_written`: the names are passed exactly as written (a user's
 /// kwargs or training_args.bin), rather than in format-v1 spelling (a scenario file).
-pub fn classify(kwargs: &Map<String, Value>, profile: &Profile, as_written: bool) -> Classified {
+pub fn classify(kwargs: &Map<String, Value>, profile: &Profile, as_written: bool, users_run: bool) -> Classified {
     let mut c = Classified::default();
     let mut first_unknown_seen = false;
     for (k, v) in kwargs {
@@ -167,6 +174,12 @@ pub fn classify(kwargs: &Map<String, Value>, profile: &Profile, as_written: bool
             };
             c.runner_owned.push(Dropped { name: k.clone(), value: v.clone(), why });
             continue;
+        }
+        if let Some((_, reason)) = YOUR_MODEL_OR_MACHINE.iter().find(|(n, _)| n == k).filter(|_| users_run) {
+            if *v != default() {
+                c.not_affecting.push(Dropped { name: k.clone(), value: v.clone(), why: (*reason).to_string() });
+                continue;
+            }
         }
         if k == "lr_scheduler_type" {
             if let Some(s) = v.as_str() {

@@ -131,7 +131,7 @@ impl Drop for TempRun {
 
 /// Plans `cfg` for one profile. Err is the tool's error (e.g. the data size is needed).
 pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str) -> Result<VersionPlan, String> {
-    let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind == Kind::Kwargs);
+    let classified = arguments::classify(&cfg.kwargs, profile, cfg.kind == Kind::Kwargs, cfg.kind != Kind::Scenario);
     let resolved = match classified.spelling_error {
         Some(_) => None,
         None => crate::hf::args::resolve(&classified.args, profile).ok(),
