@@ -255,11 +255,19 @@ fn strategy_repr(s: Interval, enum_name: &str) -> String {
 pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, HfError> {
     // Keyword arguments: unknown ones are Python's TypeError, the first one in call order.
     let mut vals: Vec<(String, PyJson)> = profile.fields.iter().map(|(n, d)| (n.clone(), PyJson::from(d))).collect();
-    for (k, v) in given {
+    for (k, _) in given {
         let here = profile.spelling(k);
-        match vals.iter_mut().find(|(n, _)| n == here) {
-            Some(slot) => slot.1 = PyJson::from(v),
-            None => return Err(type_error_unexpected(here)),
+        if !vals.iter().any(|(n, _)| n == here) {
+            return Err(type_error_unexpected(here));
+        }
+    }
+    // A format-v1 name this release spells otherwise is set last, as the runner renames it
+    // (`args[old] = args.pop(new)`): it wins over the old spelling given as well.
+    let renamed = |k: &str| profile.spelling(k) != k;
+    for (k, v) in given.iter().filter(|(k, _)| !renamed(k)).chain(given.iter().filter(|(k, _)| renamed(k))) {
+        let here = profile.spelling(k);
+        if let Some(slot) = vals.iter_mut().find(|(n, _)| n == here) {
+            slot.1 = PyJson::from(v);
         }
     }
     let mut raw = Raw { profile, vals };
@@ -279,6 +287,9 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     let lr_scheduler_type = raw.string("lr_scheduler_type").unwrap_or_default();
     if !profile.scheduler_types.contains(&lr_scheduler_type) {
         return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", &profile.scheduler_types));
+    }
+    if profile.optim_checked_early {
+        optim_and_device_checks(&raw, profile)?;
     }
     let save_enum = profile.save_strategy_enum;
 
@@ -404,6 +415,9 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if lr_scheduler_type == "greedy" && eval_strategy == Interval::No {
         return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
     }
+    if !profile.optim_checked_early {
+        optim_and_device_checks(&raw, profile)?;
+    }
     let mut warmup_ratio = 0.0;
     if profile.warmup_steps_ratio {
         // 5.x: a given (deprecated) warmup_ratio becomes warmup_steps, which may be a ratio.
@@ -445,16 +459,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if use_cpu && profile.use_cpu_unpins_memory {
         raw.set("dataloader_pin_memory", PyJson::Bool(false));
     }
-    // `self.optim = OptimizerNames(self.optim)`, late in __post_init__ (5.0 dropped adamw_hf).
     let optim = raw.string("optim").unwrap_or_default();
-    if !profile.optimizer_names.contains(&optim) {
-        return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
-    }
-    // `tf32=True` needs a CUDA device of the Ampere generation; this machine has none (False
-    // only turns TF32 off where CUDA exists: nothing here).
-    if raw.get("tf32") == &PyJson::Bool(true) {
-        return Err(HfError::value("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"));
-    }
     Ok(Args {
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),
@@ -507,6 +512,21 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         do_eval,
         all: raw.vals,
     })
+}
+
+/// `self.optim = OptimizerNames(self.optim)` (5.0 dropped adamw_hf), then the device checks this
+/// machine meets: `tf32=True` needs a CUDA device of the Ampere generation, which it lacks
+/// (False only turns TF32 off where CUDA exists: nothing here). Where they stand in
+/// `__post_init__` is the release's (`optim_checked_early`).
+fn optim_and_device_checks(raw: &Raw, profile: &Profile) -> Result<(), HfError> {
+    let optim = raw.string("optim").unwrap_or_default();
+    if !profile.optimizer_names.contains(&optim) {
+        return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
+    }
+    if raw.get("tf32") == &PyJson::Bool(true) {
+        return Err(HfError::value("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"));
+    }
+    Ok(())
 }
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet

@@ -276,6 +276,9 @@ behaviors! {
     /// The word in `{Model} does not support {word} checkpointing.` (`gradient_checkpointing`
     /// with a model that does not declare support).
     checkpointing_word: &'static str = ["4.31.0" => "gradient", "5.23.0" => "activation"];
+    /// `__post_init__` converts `optim` (and checks tf32) right after `lr_scheduler_type`, before
+    /// the load_best_model_at_end checks; before 5.2, after them and just before warmup_ratio.
+    optim_checked_early: bool = ["4.31.0" => false, "5.2.0" => true];
     /// `use_cpu=True` also sets `dataloader_pin_memory = False` in `__post_init__`.
     use_cpu_unpins_memory: bool = ["4.31.0" => false, "4.36.0" => true];
     /// `get_scheduler` passes `lr_scheduler_kwargs` on to `get_inverse_sqrt_schedule` (before,
