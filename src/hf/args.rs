@@ -455,6 +455,11 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         _ => Map::new(),
     };
     let int = |raw: &Raw, n: &str| -> Result<i64, HfError> { Ok(raw.num(n)?.f() as i64) };
+    // 4.32-4.57 keep the deprecated `no_cuda` beside `use_cpu` and copy it over
+    // (`self.use_cpu = self.no_cuda` when it is set).
+    if profile.has_field("use_cpu") && profile.has_field("no_cuda") && raw.boolean("no_cuda") {
+        raw.set("use_cpu", PyJson::Bool(true));
+    }
     let use_cpu = raw.boolean("use_cpu");
     if use_cpu && profile.use_cpu_unpins_memory {
         raw.set("dataloader_pin_memory", PyJson::Bool(false));
@@ -531,7 +536,7 @@ fn optim_and_device_checks(raw: &Raw, profile: &Profile) -> Result<(), HfError> 
 
 /// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
 /// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 44] = [
+pub const MODELLED: [&str; 45] = [
     "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
     "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
     "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
@@ -539,7 +544,7 @@ pub const MODELLED: [&str; 44] = [
     "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
     "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
     "ignore_data_skip", "label_names", "remove_unused_columns", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu", "tf32", "gradient_checkpointing", "label_smoothing_factor",
+    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu", "no_cuda", "tf32", "gradient_checkpointing", "label_smoothing_factor",
 ];
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW

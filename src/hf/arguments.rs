@@ -105,6 +105,8 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("remove_unused_columns", Reproduced),
     ("seed", Reproduced),
     ("use_cpu", Reproduced),
+    // 4.31's spelling of use_cpu; 4.32-4.57 copy it into use_cpu.
+    ("no_cuda", Reproduced),
     // What HF does with these here is raise (tf32=True, gradient_checkpointing with the world's
     // models, label smoothing with its float labels): reproduced as those errors.
     ("tf32", Reproduced),
@@ -257,8 +259,6 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("torch_empty_cache_steps", NotYetImplemented),
     ("use_cache", NotYetImplemented),
     ("enable_jit_checkpoint", NotYetImplemented),
-    // 4.32+ copy a given no_cuda into use_cpu (not modelled; 4.31 spells use_cpu so).
-    ("no_cuda", NotYetImplemented),
     ("use_legacy_prediction_loop", NotYetImplemented),
 ];
 

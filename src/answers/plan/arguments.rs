@@ -42,7 +42,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("torchdynamo", "compiler backend (old name): the same steps and checkpoints"),
     ("use_liger_kernel", "fused kernels: numbers only"),
     ("liger_kernel_config", "fused kernels: numbers only"),
-    ("no_cuda", "which device runs the model (the plan assumes one device)"),
     ("use_mps_device", "which device runs the model (the plan assumes one device)"),
     ("use_ipex", "Intel extension for the model: numbers only"),
     ("jit_mode_eval", "JIT-traced evaluation: the metrics' numbers only"),
