@@ -534,23 +534,18 @@ fn optim_and_device_checks(raw: &Raw, profile: &Profile) -> Result<(), HfError> 
     Ok(())
 }
 
-/// The arguments the Rust trainer models. Any other argument HF accepts is reported as "not yet
-/// implemented" instead of being silently ignored (an unknown one is HF's TypeError, above).
-pub const MODELLED: [&str; 45] = [
-    "max_steps", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
-    "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
-    "warmup_steps", "warmup_ratio", "logging_strategy", "logging_steps", "logging_first_step",
-    "eval_strategy", "evaluation_strategy", "eval_steps", "eval_delay", "eval_on_start", "save_strategy",
-    "save_steps", "save_total_limit", "save_only_model", "save_safetensors", "load_best_model_at_end",
-    "metric_for_best_model", "greater_is_better", "max_grad_norm", "seed", "dataloader_drop_last", "optim",
-    "ignore_data_skip", "label_names", "remove_unused_columns", "weight_decay", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "data_seed", "prediction_loss_only", "logging_nan_inf_filter", "use_cpu", "no_cuda", "tf32", "gradient_checkpointing", "label_smoothing_factor",
-];
+/// Whether the Rust trainer models an argument: its status in [`super::arguments`] is
+/// `Reproduced` (one list for the executor and `ckptspec versions --arguments`). Any other
+/// argument HF accepts is reported as "not yet implemented" or refused instead of being silently
+/// ignored (an unknown one is HF's TypeError, above).
+pub fn modelled(name: &str) -> bool {
+    super::arguments::status(name) == super::arguments::Status::Reproduced
+}
 
 /// Whether the trainer reproduces this argument with this value (optimizers: the AdamW
 /// variants and plain SGD).
 pub fn is_modelled(name: &str, value: &Value) -> bool {
-    MODELLED.contains(&name)
+    modelled(name)
         && (name != "optim"
             || matches!(value.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd")))
         // The world's batches have `input_x` and `labels`; other label names are not modelled.

@@ -42,7 +42,8 @@ impl Refusal {
 /// A field's standing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
-    /// The executor reproduces it, golden-checked in every profile that has the field.
+    /// The executor reproduces it, golden-checked in every profile that has the field (this is
+    /// the list [`super::args::modelled`] reads).
     Reproduced,
     /// The runner sets it (conformance/README.md); a scenario may not.
     Runner,

@@ -5,7 +5,7 @@
 //! What the replay is given, and what is inferred:
 //! * **Arguments**: the non-default keyword arguments of the run's `training_args.bin`
 //!   ([`super::training_args::TrainingArgsFile::kwargs`]), those the executor models
-//!   ([`crate::hf::args::MODELLED`]); the runner-owned ones (`output_dir`, `logging_dir`,
+//!   ([`crate::hf::args::modelled`]); the runner-owned ones (`output_dir`, `logging_dir`,
 //!   `report_to`, `disable_tqdm`) and the unmodelled rest are left out and listed. An optimizer
 //!   the executor does not model is replayed as `adamw_torch`: a plan does no tensor math, and
 //!   the optimizer does not change which folders exist.
