@@ -161,6 +161,36 @@ pub struct Args {
     pub prediction_loss_only: bool,
     /// A NaN or inf training loss adds the mean of the losses since the last log instead.
     pub logging_nan_inf_filter: bool,
+    /// `bf16` / `fp16`: CPU autocast (accelerate's mixed precision) where the release trains
+    /// with it here; their errors are raised in [`resolve`].
+    pub bf16: bool,
+    pub fp16: bool,
+    /// `group_by_length`: the length-grouped sampler, which needs `input_ids` to measure rows.
+    pub group_by_length: bool,
+    /// `include_inputs_for_metrics` (4.31-4.57) or `"inputs"` in `include_for_metrics` (4.46+):
+    /// evaluation gathers each batch's main input.
+    pub include_inputs_for_metrics: bool,
+    /// `include_num_input_tokens_seen`: every log records `num_input_tokens_seen`.
+    pub include_num_input_tokens_seen: bool,
+    /// `neftune_noise_alpha`: train() hooks the model's input embeddings.
+    pub neftune_noise_alpha: Option<f64>,
+    /// `optim_args`, parsed ("k=v,...") when the optimizer is built.
+    pub optim_args: Option<String>,
+    /// `auto_find_batch_size`: the loop runs inside accelerate's find_executable_batch_size
+    /// (no out-of-memory error here, so the batch size stays); where the release reads it, a
+    /// resume keeps the batch size the checkpoint recorded.
+    pub auto_find_batch_size: bool,
+    /// `use_cache` (5.0+): `Trainer.__init__` sets `model.config.use_cache` from it (config.json).
+    pub use_cache: bool,
+    /// `"underflow_overflow"` in `debug`: DebugUnderflowOverflow hooks every module's forward
+    /// and raises at the first non-finite value (not modelled: the executor stops there).
+    pub debug_underflow_overflow: bool,
+    /// `restore_callback_states_from_checkpoint` (4.41+): a resume rebuilds the stateful
+    /// callbacks from the checkpoint's trainer_state.json.
+    pub restore_callback_states_from_checkpoint: bool,
+    /// `train_sampling_strategy` (5.2+): "random" (the default), "sequential" or
+    /// "group_by_length" (the length-grouped sampler, as `group_by_length` before).
+    pub train_sampling_strategy: Option<String>,
     /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
     pub all: Vec<(String, PyJson)>,
 }
@@ -280,6 +310,21 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         }
     }
 
+    if profile.checkpointing_aliases {
+        for (old, new) in [("gradient_checkpointing", "activation_checkpointing"), ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs")] {
+            if *raw.get(new) == PyJson::Null && *raw.get(old) != PyJson::Null {
+                let v = raw.get(old).clone();
+                raw.set(new, v);
+            }
+            let v = raw.get(new).clone();
+            raw.set(old, v);
+        }
+        if *raw.get("activation_checkpointing") == PyJson::Null {
+            raw.set("activation_checkpointing", PyJson::Bool(false));
+            raw.set("gradient_checkpointing", PyJson::Bool(false));
+        }
+    }
+
     // Enum conversions, in __post_init__ order.
     let eval_strategy = raw.interval("eval_strategy", "IntervalStrategy", &INTERVALS)?;
     let logging_strategy = raw.interval("logging_strategy", "IntervalStrategy", &INTERVALS)?;
@@ -290,6 +335,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     }
     if profile.optim_checked_early {
         optim_and_device_checks(&raw, profile)?;
+        convert_debug(&mut raw)?;
     }
     let save_enum = profile.save_strategy_enum;
 
@@ -409,6 +455,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         }
     }
 
+    half_precision_checks(&mut raw, profile)?;
     if lr_scheduler_type == "reduce_lr_on_plateau" && eval_strategy == Interval::No {
         return Err(HfError::value("lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"));
     }
@@ -465,11 +512,56 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         raw.set("dataloader_pin_memory", PyJson::Bool(false));
     }
     let optim = raw.string("optim").unwrap_or_default();
+    if !profile.optim_checked_early {
+        convert_debug(&mut raw)?;
+    }
+    // `(not is_torch_available() or is_torch_greater_or_equal_than_2_0) and
+    // dataloader_num_workers == 0 and dataloader_prefetch_factor is not None` (4.38+, where the
+    // field exists; every profile's torch is 2.x), among the last checks.
+    if *raw.get("dataloader_prefetch_factor") != PyJson::Null && raw.num("dataloader_num_workers")?.f() == 0.0 {
+        return Err(HfError::value(format!(
+            "--dataloader_prefetch_factor can only be set when data is loaded in a different process, i.e. when --dataloader_num_workers > {}.",
+            profile.prefetch_factor_message_workers
+        )));
+    }
+    // The `train_batch_size` / `eval_batch_size` properties: `per_gpu_*_batch_size or
+    // per_device_*_batch_size` (the deprecated per_gpu fields, 4.31-4.57, win when set).
+    let batch = |raw: &Raw, per_gpu: &str, per_device: &str| -> Result<usize, HfError> {
+        match raw.opt_num(per_gpu)? {
+            Some(n) if n.f() != 0.0 => Ok(n.f() as usize),
+            _ => Ok(int(raw, per_device)? as usize),
+        }
+    };
+    if profile.include_inputs_appends && raw.boolean("include_inputs_for_metrics") {
+        if let PyJson::List(mut l) = raw.get("include_for_metrics").clone() {
+            l.push(PyJson::Str("inputs".into()));
+            raw.set("include_for_metrics", PyJson::List(l));
+        }
+    }
+    let include_num_input_tokens_seen = raw.boolean("include_num_input_tokens_seen")
+        || matches!(raw.get("include_num_input_tokens_seen"), PyJson::Str(s) if s == "all");
+    if profile.tokens_seen_true_is_all && *raw.get("include_num_input_tokens_seen") == PyJson::Bool(true) {
+        raw.set("include_num_input_tokens_seen", PyJson::Str("all".into()));
+    }
+    let include_inputs_for_metrics = raw.boolean("include_inputs_for_metrics")
+        || matches!(raw.get("include_for_metrics"), PyJson::List(l) if l.contains(&PyJson::Str("inputs".into())));
     Ok(Args {
+        bf16: raw.boolean("bf16"),
+        fp16: raw.boolean("fp16"),
+        group_by_length: raw.boolean("group_by_length"),
+        include_inputs_for_metrics,
+        include_num_input_tokens_seen,
+        neftune_noise_alpha: raw.opt_num("neftune_noise_alpha")?.map(|n| n.f()),
+        optim_args: raw.string("optim_args").filter(|s| !s.is_empty()),
+        auto_find_batch_size: raw.boolean("auto_find_batch_size"),
+        use_cache: raw.boolean("use_cache"),
+        restore_callback_states_from_checkpoint: raw.boolean("restore_callback_states_from_checkpoint"),
+        train_sampling_strategy: raw.string("train_sampling_strategy"),
+        debug_underflow_overflow: matches!(raw.get("debug"), PyJson::List(l) if l.contains(&PyJson::Str("underflow_overflow".into()))),
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),
-        per_device_train_batch_size: int(&raw, "per_device_train_batch_size")? as usize,
-        per_device_eval_batch_size: int(&raw, "per_device_eval_batch_size")? as usize,
+        per_device_train_batch_size: batch(&raw, "per_gpu_train_batch_size", "per_device_train_batch_size")?,
+        per_device_eval_batch_size: batch(&raw, "per_gpu_eval_batch_size", "per_device_eval_batch_size")?,
         gradient_accumulation_steps: int(&raw, "gradient_accumulation_steps")? as usize,
         dataloader_drop_last: raw.boolean("dataloader_drop_last"),
         ignore_data_skip: raw.boolean("ignore_data_skip"),
@@ -528,8 +620,66 @@ fn optim_and_device_checks(raw: &Raw, profile: &Profile) -> Result<(), HfError> 
     if !profile.optimizer_names.contains(&optim) {
         return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
     }
+    // `self.device.type != "cuda" and (self.fp16 or self.fp16_full_eval)`, right after the optim
+    // conversion, in the releases that check it (`fp16_cpu_error`).
+    if let Some(msg) = profile.fp16_cpu_error {
+        if raw.boolean("fp16") || raw.boolean("fp16_full_eval") {
+            return Err(HfError::value(msg));
+        }
+    }
     if raw.get("tf32") == &PyJson::Bool(true) {
         return Err(HfError::value("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"));
+    }
+    Ok(())
+}
+
+/// `if isinstance(self.debug, str): self.debug = [DebugOption(s) for s in self.debug.split()]`
+/// (None: []): ExplicitEnum's ValueError for a name DebugOption lacks. 5.2+ convert right after
+/// `optim`; before, near the end of `__post_init__`.
+fn convert_debug(raw: &mut Raw) -> Result<(), HfError> {
+    let list = match raw.get("debug") {
+        PyJson::Str(s) => s.split_whitespace().map(|w| PyJson::Str(w.to_string())).collect(),
+        PyJson::Null => vec![],
+        _ => return Ok(()),
+    };
+    for w in &list {
+        if let PyJson::Str(w) = w {
+            if !DEBUG_OPTIONS.contains(&w.as_str()) {
+                // transformers' ExplicitEnum `_missing_`.
+                return Err(enum_error(w, "DebugOption", &DEBUG_OPTIONS));
+            }
+        }
+    }
+    raw.set("debug", PyJson::List(list));
+    Ok(())
+}
+
+/// `transformers.debug_utils.DebugOption`'s values (every profile).
+const DEBUG_OPTIONS: [&str; 2] = ["underflow_overflow", "tpu_metrics_debug"];
+
+/// The half-precision part of `__post_init__` (5.2+: `_validate_args`), just before the
+/// reduce_lr_on_plateau check: `fp16_backend` copied, bf16 without `use_cpu` on a machine without
+/// a bf16 GPU (`bf16_cpu_error`: the releases that raise here), fp16 and bf16 together.
+/// `bf16_full_eval` / `fp16_full_eval` cast the model only in an `evaluate()` outside train(),
+/// which no scenario calls: here only their checks.
+fn half_precision_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfError> {
+    // The deprecated `fp16_backend` (4.31-4.57) overrides `half_precision_backend` when set.
+    if let PyJson::Str(b) = raw.get("fp16_backend").clone() {
+        if !b.is_empty() && b != "auto" {
+            raw.set("half_precision_backend", PyJson::Str(b));
+        }
+    }
+    let use_cpu = raw.boolean("use_cpu") || raw.boolean("no_cuda");
+    if let Some(msg) = profile.bf16_cpu_error {
+        if (raw.boolean("bf16") || raw.boolean("bf16_full_eval")) && !use_cpu {
+            return Err(HfError::value(msg));
+        }
+    }
+    if raw.boolean("fp16") && raw.boolean("bf16") {
+        return Err(HfError::value("At most one of fp16 and bf16 can be True, but not both"));
+    }
+    if raw.boolean("fp16_full_eval") && raw.boolean("bf16_full_eval") {
+        return Err(HfError::value("At most one of fp16 and bf16 can be True for full eval, but not both"));
     }
     Ok(())
 }
@@ -542,14 +692,24 @@ pub fn modelled(name: &str) -> bool {
     super::arguments::status(name) == super::arguments::Status::Reproduced
 }
 
-/// Whether the trainer reproduces this argument with this value (optimizers: the AdamW
-/// variants and plain SGD).
+/// The reproduced fields the trainer models for some values only, with the values it models.
+pub const MODELLED_VALUES: &[(&str, fn(&Value) -> bool)] = &[
+    // The AdamW variants, plain SGD, and the seed config's bitsandbytes optimizer (HF's error).
+    ("optim", |v| matches!(v.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd" | "paged_adamw_32bit"))),
+    // The world's batches have `input_x` and `labels`; other label names are not modelled.
+    ("label_names", |v| v.is_null() || v.as_array().is_some_and(|l| l.len() == 1 && l[0] == "labels")),
+    // Only "inputs" (the world's compute_metrics does not read the others).
+    ("include_for_metrics", |v| v.as_array().is_some_and(|l| l.iter().all(|x| x == "inputs"))),
+    // The booleans (5.x's "all" and "non_padding" strings are not).
+    ("include_num_input_tokens_seen", |v| v.is_boolean()),
+    // batch_rebalance (several processes) is not.
+    ("train_sampling_strategy", |v| matches!(v.as_str(), Some("random" | "sequential" | "group_by_length"))),
+];
+
+/// Whether the trainer reproduces this argument with this value ([`MODELLED_VALUES`] for the
+/// fields modelled for some values only).
 pub fn is_modelled(name: &str, value: &Value) -> bool {
-    modelled(name)
-        && (name != "optim"
-            || matches!(value.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd")))
-        // The world's batches have `input_x` and `labels`; other label names are not modelled.
-        && (name != "label_names" || value.is_null() || value.as_array().is_some_and(|l| l.len() == 1 && l[0] == "labels"))
+    modelled(name) && MODELLED_VALUES.iter().find(|(n, _)| *n == name).is_none_or(|(_, ok)| ok(value))
 }
 
 /// Whether the executor runs a scenario that sets `name` to `value` in this release: the field is
@@ -562,6 +722,19 @@ pub fn runs(name: &str, value: &Value, profile: &Profile) -> bool {
 }
 
 impl Args {
+    /// Sets a field as `Trainer.__init__` or `train()` writes it back into `self.args` (what
+    /// training_args.bin then holds); a field this release lacks is left alone.
+    pub fn set_field(&mut self, name: &str, v: PyJson) {
+        if let Some(slot) = self.all.iter_mut().find(|(n, _)| n == name) {
+            slot.1 = v;
+        }
+    }
+
+    /// A field as HF holds it (None: the release lacks it).
+    pub fn field(&self, name: &str) -> Option<&PyJson> {
+        self.all.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
     /// The weights file `save_pretrained` writes: `save_safetensors` decides where the version has
     /// it (its default is the version's default: False before 4.35, True after); without it
     /// (5.x), always safetensors.

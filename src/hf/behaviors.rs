@@ -8,6 +8,15 @@
 
 use crate::hf::version::{behaviors, Version};
 
+/// When a resume batches with the `train_batch_size` the checkpoint's trainer_state.json records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateBatchSize {
+    Never,
+    Always,
+    /// Only with `auto_find_batch_size` (the batch size it may have halved to).
+    WithAutoFindBatchSize,
+}
+
 /// How `greater_is_better` defaults when a metric is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GreaterDefault {
@@ -289,6 +298,54 @@ behaviors! {
     /// `get_inverse_sqrt_schedule`'s timescale without warmup: `num_warmup_steps` (0, so the
     /// schedule divides by zero), from 4.39 `num_warmup_steps or 10_000`.
     inverse_sqrt_timescale_fallback: Option<i64> = ["4.31.0" => None, "4.39.0" => Some(10_000)];
+    /// `fp16` (or `fp16_full_eval`) on a device that is not CUDA: `__post_init__`'s ValueError,
+    /// right after the optim conversion, naming the devices the release supports (4.41 dropped
+    /// the check: fp16 trains with CPU autocast).
+    fp16_cpu_error: Option<&'static str> = [
+        "4.31.0" => Some("FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
+        "4.32.0" => Some("FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA or NPU devices."),
+        "4.34.0" => Some("FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA or NPU devices or certain XPU devices (with IPEX)."),
+        "4.40.0" => Some("FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation (`--fp16_full_eval`) can only be used on CUDA or MLU devices or NPU devices or certain XPU devices (with IPEX)."),
+        "4.41.0" => None,
+    ];
+    /// `bf16` (or `bf16_full_eval`) without `use_cpu` on a machine without a bf16 GPU: before
+    /// 4.52 it trains with CPU autocast; after, `__post_init__` (5.2+: `_validate_args`) raises.
+    bf16_cpu_error: Option<&'static str> = [
+        "4.31.0" => None,
+        "4.52.0" => Some("Your setup doesn't support bf16/gpu."),
+        "5.0.0" => Some("Your setup doesn't support bf16/gpu. You need to assign use_cpu if you want to train the model on CPU"),
+        "5.2.0" => Some("Your setup doesn't support bf16/gpu. You need to assign use_cpu if you want to train the model on CPU."),
+    ];
+    /// `Trainer.__init__`: bf16 with `half_precision_backend="auto"` on a CPU device sets the
+    /// argument to "cpu_amp" (training_args.bin holds it); 4.31-4.34 only with sharded_ddp.
+    bf16_sets_cpu_amp: bool = ["4.31.0" => false, "4.35.0" => true];
+    /// `__post_init__` appends "inputs" to `include_for_metrics` when the deprecated
+    /// `include_inputs_for_metrics` is set (4.46 added the list).
+    include_inputs_appends: bool = ["4.31.0" => false, "4.46.0" => true];
+    /// `__post_init__` turns `include_num_input_tokens_seen=True` into "all" (4.57 added the
+    /// "non_padding" mode).
+    tokens_seen_true_is_all: bool = ["4.31.0" => false, "4.57.0" => true];
+    /// The worker count `dataloader_prefetch_factor`'s error names ("... when
+    /// --dataloader_num_workers > N."): 5.2 corrected it to 0.
+    prefetch_factor_message_workers: u8 = ["4.31.0" => 1, "5.2.0" => 0];
+    /// `gradient_checkpointing` and `gradient_checkpointing_kwargs` are deprecated aliases of
+    /// `activation_checkpointing(_kwargs)` (5.23): `__post_init__` copies an old name given into
+    /// the new one left unset, then mirrors the new into the old; both default to False/None.
+    checkpointing_aliases: bool = ["4.31.0" => false, "5.23.0" => true];
+    /// A bitsandbytes optimizer (`paged_adamw_32bit`, ...) without bitsandbytes installed: the
+    /// error `create_optimizer` raises (type, message).
+    bnb_missing_error: (&'static str, &'static str) = [
+        "4.31.0" => ("ValueError", "Trainer tried to instantiate bnb optimizer but bnb is not installed!"),
+        "4.45.0" => ("ValueError", "Trainer tried to instantiate bnb optimizer but `bitsandbytes` is not installed!"),
+        "5.0.0" => ("ImportError", "You need to install `bitsandbytes` in order to use bitsandbytes optimizers: `pip install -U bitsandbytes`"),
+    ];
+    /// `neftune_noise_alpha` (4.35+): `train()` asks the model for its input embeddings, which a
+    /// PreTrainedModel without them answers with NotImplementedError, its message from 4.54 on
+    /// naming the class (`{}`).
+    neftune_error: &'static str = [
+        "4.31.0" => "",
+        "4.54.0" => "`get_input_embeddings` not auto‑handled for {}; please override in the subclass.",
+    ];
     /// When `train()` creates the optimizer (whose constructor checks lr, betas and eps) relative
     /// to filling its TrainerState: 5.1-5.2 create it before the state and the scheduler after.
     optimizer_created: SchedulerCreated = ["4.31.0" => SchedulerCreated::BeforeState, "5.3.0" => SchedulerCreated::AfterState];
@@ -462,8 +519,13 @@ behaviors! {
     mid_epoch_resume_reorders: bool = ["4.31.0" => false, "4.52.0" => true, "5.0.0" => false];
     /// The resumed run batches with the checkpoint state's `train_batch_size` (4.36 recorded
     /// it), not with the new `per_device_train_batch_size`; 5.2 does so only with
-    /// `auto_find_batch_size` (not modelled). Found by the resume-batch-size-changed golden.
-    batch_size_from_state: bool = ["4.31.0" => false, "4.36.0" => true, "5.2.0" => false];
+    /// `auto_find_batch_size`. Found by the resume-batch-size-changed and
+    /// args-auto-find-batch-size-resume goldens.
+    batch_size_from_state: StateBatchSize = [
+        "4.31.0" => StateBatchSize::Never,
+        "4.36.0" => StateBatchSize::Always,
+        "5.2.0" => StateBatchSize::WithAutoFindBatchSize,
+    ];
     /// How `train()` passes over the epochs a checkpoint already trained before the first one it
     /// trains: by starting the DataLoader and fetching one batch (a `_base_seed` draw and, for a
     /// torch `RandomSampler`, its seed draw from the global generator), by `list(sampler)` (only

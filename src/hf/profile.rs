@@ -243,6 +243,7 @@ impl Profile {
             "hub_strategy" => Some(("transformers.trainer_utils", "HubStrategy")),
             "lr_scheduler_type" => Some(("transformers.trainer_utils", "SchedulerType")),
             "optim" => Some(("transformers.training_args", "OptimizerNames")),
+            "debug" => Some(("transformers.debug_utils", "DebugOption")),
             _ => None,
         }
     }

@@ -86,11 +86,14 @@ pub struct TrainRngTracker {
     pub epochs_started: usize,
     /// 32-bit draws taken from the global generator so far.
     pub draws_u32: u64,
+    /// A `SequentialSampler` (5.2+'s `train_sampling_strategy="sequential"`): every epoch in row
+    /// order; accelerate replaces only a RandomSampler, so no sampler draws, only `_base_seed`.
+    pub sequential: bool,
 }
 
 impl TrainRngTracker {
     pub fn new(kind: SamplerKind, seed: u64, data_seed: Option<u64>) -> Self {
-        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0 }
+        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0, sequential: false }
     }
 
     fn draw_int64(&mut self) -> i64 {
@@ -104,6 +107,9 @@ impl TrainRngTracker {
         let epoch = self.epochs_started;
         self.epochs_started += 1;
         let _base_seed = self.draw_int64();
+        if self.sequential {
+            return (0..n).collect();
+        }
         match self.kind {
             SamplerKind::SeedableEpochSeed => seedable_epoch_order(self.seed, self.data_seed, n, epoch),
             SamplerKind::SeedableCumulativeSeed => cumulative_epoch_order(self.seed, n, epoch),
@@ -124,7 +130,7 @@ impl TrainRngTracker {
                 let _ = self.begin_train_epoch(n);
             }
             EpochSkip::WholeSampler => {
-                if self.kind == SamplerKind::GlobalDrawnSeed {
+                if self.kind == SamplerKind::GlobalDrawnSeed && !self.sequential {
                     let _ = self.draw_int64();
                 }
                 self.epochs_started += 1;

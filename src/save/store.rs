@@ -82,7 +82,9 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
 /// `model_type` and `architecture`) as `to_json_string` writes it (sorted, indent 2).
 /// `pad_token_id`: set where `train()` aligned the config with a tokenizer (None: unset, not
 /// written, as `to_diff_dict` leaves defaults out).
-pub fn write_config(dir: &Path, profile: &Profile, (architecture, model_type): (&str, &str), a: f64, b: f64, pad_token_id: Option<i64>) -> Result<()> {
+/// `use_cache`: where the config has the key (`config_use_cache`, 5.0+), the value
+/// `Trainer.__init__` copies from `args.use_cache` into `model.config.use_cache`.
+pub fn write_config(dir: &Path, profile: &Profile, (architecture, model_type): (&str, &str), a: f64, b: f64, pad_token_id: Option<i64>, use_cache: bool) -> Result<()> {
     let mut d: Vec<(String, PyJson)> = vec![
         ("a".into(), PyJson::Float(a)),
         ("architectures".into(), PyJson::List(vec![PyJson::Str(architecture.into())])),
@@ -95,7 +97,7 @@ pub fn write_config(dir: &Path, profile: &Profile, (architecture, model_type): (
     }
     d.push(("transformers_version".into(), PyJson::Str(profile.version.into())));
     if profile.config_use_cache {
-        d.push(("use_cache".into(), PyJson::Bool(false)));
+        d.push(("use_cache".into(), PyJson::Bool(use_cache)));
     }
     let text = pyjson::dumps(&PyJson::Dict(d), &DumpOptions::hf()).map_err(e)? + "\n";
     write_text(&dir.join("config.json"), &text)
@@ -115,12 +117,27 @@ pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result
         }
         let value = match (profile.enum_class_of(name), v) {
             (Some((module, class)), PyJson::Str(s)) => Value::enum_member(module, class, Value::str(s.clone())),
+            // `debug`: a list of DebugOption members.
+            (Some((module, class)), PyJson::List(l)) => Value::List(
+                l.iter()
+                    .map(|x| match x {
+                        PyJson::Str(s) => Value::enum_member(module, class, Value::str(s.clone())),
+                        other => pyjson_to_value(other),
+                    })
+                    .collect(),
+            ),
             _ => pyjson_to_value(v),
         };
         match state.iter_mut().find(|(k, _)| k.as_str() == Some(name.as_str())) {
             Some(slot) => slot.1 = value,
             None => state.push((Value::str(name.clone()), value)),
         }
+    }
+    // 5.x's `__post_init__` records accelerate's mixed precision in `mixed_precision` (not an
+    // init field: the template holds "no"), fp16 before bf16.
+    let mixed = if args.fp16 { Some("fp16") } else if args.bf16 { Some("bf16") } else { None };
+    if let (Some(m), Some(slot)) = (mixed, state.iter_mut().find(|(k, _)| k.as_str() == Some("mixed_precision"))) {
+        slot.1 = Value::str(m.to_string());
     }
     // `use_cpu`: `_setup_devices` builds `PartialState(cpu=True)`, which the pickled arguments
     // keep as `distributed_state._cpu`.

@@ -32,24 +32,57 @@ impl<'a> Trainer<'a> {
     /// EarlyStoppingCallback.on_evaluate: compares with the best as it stands before this
     /// evaluation's own update.
     pub(super) fn early_stopping_on_evaluate(&mut self, metrics: &[(String, PyJson)]) -> Result<(), HfError> {
-        let Some(es) = &self.sc.early_stopping else { return Ok(()) };
+        let Some((patience, threshold)) = self.early_params() else { return Ok(()) };
         let Some(key) = self.args.metric_to_check() else { return Ok(()) };
         let Some((_, v)) = metrics.iter().find(|(k, _)| *k == key) else { return Ok(()) };
         let v = best::as_f64(v).unwrap_or(f64::NAN);
         let greater = self.args.greater_is_better.unwrap_or(true);
         let better = match self.state.best.best_metric.as_ref().and_then(best::as_f64) {
             None => true,
-            Some(b) => best::is_better(v, b, greater) && (v - b).abs() > es.threshold,
+            Some(b) => best::is_better(v, b, greater) && (v - b).abs() > threshold,
         };
         if self.state.best.best_metric.is_none() || better {
             self.early_counter = 0;
         } else {
             self.early_counter += 1;
         }
-        if self.early_counter >= es.patience {
+        if self.early_counter >= patience {
             self.control.should_training_stop = true;
         }
         Ok(())
+    }
+
+    /// The EarlyStoppingCallback's (patience, threshold): the scenario's, or those a resume
+    /// restored from the checkpoint.
+    fn early_params(&self) -> Option<(i64, f64)> {
+        let es = self.sc.early_stopping.as_ref()?;
+        Some(self.early_restored.unwrap_or((es.patience, es.threshold)))
+    }
+
+    /// `_load_callback_state` (`restore_callback_states_from_checkpoint`), right after a resume
+    /// loads trainer_state.json: each stored state whose callback class the Trainer has becomes
+    /// a new callback built from the stored `args`, with the stored `attributes` set (the
+    /// EarlyStoppingCallback's patience counter). TrainerControl's flags are restored too, but
+    /// `on_train_begin` / `on_step_begin` reset each of them before it is read.
+    pub(super) fn restore_callback_states(&mut self) {
+        if self.sc.early_stopping.is_none() {
+            return;
+        }
+        let Some((_, PyJson::Dict(stored))) = self.state.stateful_callbacks.iter().find(|(k, _)| k == "EarlyStoppingCallback") else { return };
+        let get = |section: &str, key: &str| match stored.iter().find(|(k, _)| k == section) {
+            Some((_, PyJson::Dict(d))) => d.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()),
+            _ => None,
+        };
+        let (Some(PyJson::Int(patience)), Some(threshold)) = (get("args", "early_stopping_patience"), get("args", "early_stopping_threshold")) else { return };
+        let threshold = match threshold {
+            PyJson::Float(t) => t,
+            PyJson::Int(t) => t as f64,
+            _ => return,
+        };
+        self.early_restored = Some((patience as i64, threshold));
+        if let Some(PyJson::Int(c)) = get("attributes", "early_stopping_patience_counter") {
+            self.early_counter = c as i64;
+        }
     }
 
     /// Refreshes `stateful_callbacks`: every exportable callback, or (`ControlOnly`) only
@@ -63,15 +96,15 @@ impl<'a> Trainer<'a> {
             return;
         }
         let mut v = vec![];
-        if let Some(es) = &self.sc.early_stopping {
+        if let Some((patience, threshold)) = self.early_params() {
             v.push((
                 "EarlyStoppingCallback".to_string(),
                 PyJson::Dict(vec![
                     (
                         "args".into(),
                         PyJson::Dict(vec![
-                            ("early_stopping_patience".into(), PyJson::Int(es.patience as i128)),
-                            ("early_stopping_threshold".into(), PyJson::Float(es.threshold)),
+                            ("early_stopping_patience".into(), PyJson::Int(patience as i128)),
+                            ("early_stopping_threshold".into(), PyJson::Float(threshold)),
                         ]),
                     ),
                     (

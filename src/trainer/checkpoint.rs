@@ -147,7 +147,7 @@ impl<'a> Trainer<'a> {
             ModelKind::Regression | ModelKind::Linear => {
                 write(weights, StateDictContainer::Dict, true)?;
                 let names = if self.sc.model.kind == ModelKind::Linear { ("LinearModel", "linear") } else { ("RegressionModel", "regression") };
-                store::write_config(dir, p, names, a, b, pad).map_err(|e| io_err(dir, e))?;
+                store::write_config(dir, p, names, a, b, pad, self.args.use_cache).map_err(|e| io_err(dir, e))?;
             }
             ModelKind::Module => write(weights, StateDictContainer::ModuleStateDict, p.state_dict_safetensors_metadata)?,
             ModelKind::Lora => {

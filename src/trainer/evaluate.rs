@@ -88,6 +88,7 @@ impl<'a> Trainer<'a> {
         };
         let bs = self.args.per_device_eval_batch_size;
         let n = set.x.len();
+        self.check_eval_inputs(n)?;
         let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
         let mut metrics = match given {
             Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile(k) && k != "epoch" && k != "step").collect(),

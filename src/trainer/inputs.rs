@@ -108,3 +108,55 @@ impl<'a> Trainer<'a> {
         }
     }
 }
+
+/// The arguments that reach for the model's main input (`main_input_name`, "input_ids" for the
+/// world's models), which the world's batches do not hold, and the model's input embeddings,
+/// which the world's models do not expose. Only the regression kind's answers are golden-checked;
+/// the other kinds stop as not implemented.
+impl<'a> Trainer<'a> {
+    /// `train()` first of all: `if self.neftune_noise_alpha is not None: self.model =
+    /// self._activate_neftune(self.model)`, which calls `get_input_embeddings()`: a
+    /// PreTrainedModel without embeddings raises NotImplementedError (`neftune_error`).
+    pub(super) fn activate_neftune(&self) -> Result<(), HfError> {
+        if self.args.neftune_noise_alpha.is_none() {
+            return Ok(());
+        }
+        match self.sc.model.kind {
+            ModelKind::Regression => Err(HfError::new("NotImplementedError", self.profile.neftune_error.replace("{}", "RegressionModel"))),
+            _ => Err(HfError::not_modelled("neftune_noise_alpha with this model kind")),
+        }
+    }
+
+    /// `get_train_dataloader` → `_get_train_sampler`, first in `_inner_training_loop`: with
+    /// `group_by_length` (5.2+: `train_sampling_strategy="group_by_length"`) a LengthGroupedSampler, which measures rows by their `input_ids` (the
+    /// world's dataset is no `datasets.Dataset`, so `length_column_name` is not read).
+    pub(super) fn check_train_sampler(&self) -> Result<(), HfError> {
+        if !self.args.group_by_length && self.args.train_sampling_strategy.as_deref() != Some("group_by_length") {
+            return Ok(());
+        }
+        Err(HfError::value("Can only automatically infer lengths for datasets whose items are dictionaries with an 'input_ids' key."))
+    }
+
+    /// bf16/fp16 where the release trains with them here: accelerate's CPU autocast, which
+    /// leaves the regression model's arithmetic (element-wise ops, MSE in float32) as it is; the
+    /// kinds with a `nn.Linear` would compute it in half precision (not modelled).
+    pub(super) fn check_autocast(&self) -> Result<(), HfError> {
+        if (self.args.bf16 || self.args.fp16) && self.sc.model.kind != ModelKind::Regression {
+            return Err(HfError::not_modelled("bf16/fp16 autocast with this model kind"));
+        }
+        Ok(())
+    }
+
+    /// `evaluation_loop` with `include_inputs_for_metrics` (or `"inputs"` in
+    /// `include_for_metrics`): every batch's `inputs[main_input_name]`, a KeyError at the first
+    /// batch (after the forward; nothing is written before it).
+    pub(super) fn check_eval_inputs(&self, rows: usize) -> Result<(), HfError> {
+        if !self.args.include_inputs_for_metrics || rows == 0 {
+            return Ok(());
+        }
+        match self.sc.model.kind {
+            ModelKind::Regression => Err(HfError::new("KeyError", "'input_ids'")),
+            _ => Err(HfError::not_modelled("include_inputs_for_metrics with this model kind")),
+        }
+    }
+}

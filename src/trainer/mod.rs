@@ -104,6 +104,9 @@ struct Trainer<'a> {
     metric_calls: Vec<usize>,
     early_counter: i64,
     early_counter_saved: i64,
+    /// EarlyStoppingCallback's (patience, threshold) when `_load_callback_state` rebuilt it from
+    /// a checkpoint's stored arguments (None: the scenario's).
+    early_restored: Option<(i64, f64)>,
     current_lr: f64,
     /// `Trainer.current_flos`: the int 0 until a batch adds its (float) estimate.
     current_flos: args::Num,
@@ -321,10 +324,10 @@ fn run_inner(
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
         t.refresh_stateful_callbacks(CallbackRefresh::All);
     }
-    let res = match resume {
+    let res = t.activate_neftune().and_then(|()| match resume {
         Some(from) => t.begin_resume(from).and_then(|()| t.train()),
         None => t.train(),
-    };
+    });
     let res = res.and_then(|()| {
         for call in &sc.finally_calls {
             match call {
@@ -348,8 +351,13 @@ fn io_err(path: &Path, e: impl fmt::Display) -> HfError {
 
 impl<'a> Trainer<'a> {
     /// `Trainer.__init__`: model, data, the version's init-time checks.
-    fn new(sc: &'a Scenario, profile: &'a Profile, args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
+    fn new(sc: &'a Scenario, profile: &'a Profile, mut args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
         tch::set_num_threads(1);
+        // `if (args.fp16 or args.bf16) and args.half_precision_backend == "auto"` on the CPU
+        // device: bf16 gets "cpu_amp" (fp16 raised earlier where torch lacks CPU fp16).
+        if profile.bf16_sets_cpu_amp && args.bf16 && args.field("half_precision_backend") == Some(&PyJson::Str("auto".into())) {
+            args.set_field("half_precision_backend", PyJson::Str("cpu_amp".into()));
+        }
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
         if profile.init_checks_eval_dataset && args.eval_strategy != Interval::No && evals.is_empty() {
@@ -373,7 +381,8 @@ impl<'a> Trainer<'a> {
         std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
         let seed = args.seed as u64;
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
-        let rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
+        let mut rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
+        rng.sequential = args.train_sampling_strategy.as_deref() == Some("sequential");
         let lr = args.learning_rate;
         let model = Model::new(&sc.model);
         let decay = optim::hf_decay_mask(&model.trainable_names(), profile.decay_norm_patterns);
@@ -410,6 +419,7 @@ impl<'a> Trainer<'a> {
             metric_calls: vec![],
             early_counter: 0,
             early_counter_saved: 0,
+            early_restored: None,
             current_lr: lr,
             current_flos: args::Num::Int(0),
             events: vec![],

@@ -7,7 +7,7 @@ use crate::formats::pyjson::py_str_repr;
 use crate::formats::pyjson::PyJson;
 use crate::formats::torch_format;
 use crate::hf::args;
-use crate::hf::behaviors::ResumeBehaviors;
+use crate::hf::behaviors::{ResumeBehaviors, StateBatchSize};
 use crate::hf::error::HfError;
 use crate::hf::state::{Intervals, TrainerState};
 use crate::numerics::optim;
@@ -120,7 +120,12 @@ impl<'a> Trainer<'a> {
                 // train() reads it right after the weights (for the batch size it records).
                 let json = damaged::parse_trainer_state(&text)
                     .map_err(|e| e.unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged trainer_state.json in {rel}"))))?;
-                if let (true, Some(PyJson::Int(b))) = (rules.batch_size_from_state, json.get("train_batch_size")) {
+                let from_state = match rules.batch_size_from_state {
+                    StateBatchSize::Never => false,
+                    StateBatchSize::Always => true,
+                    StateBatchSize::WithAutoFindBatchSize => self.args.auto_find_batch_size,
+                };
+                if let (true, Some(PyJson::Int(b))) = (from_state, json.get("train_batch_size")) {
                     self.state_batch_size = Some(*b as usize);
                 }
             }
@@ -166,6 +171,9 @@ impl<'a> Trainer<'a> {
             _ => st.intervals = self.state.intervals,
         }
         self.state = st;
+        if self.args.restore_callback_states_from_checkpoint {
+            self.restore_callback_states();
+        }
         Ok(())
     }
 

@@ -20,6 +20,8 @@ impl<'a> Trainer<'a> {
     /// `train()` → `_inner_training_loop`.
     pub(super) fn train(&mut self) -> Result<(), HfError> {
         let p = self.profile;
+        self.check_train_sampler()?;
+        self.check_autocast()?;
         let a = &self.args;
         let bs = self.state_batch_size.unwrap_or(a.per_device_train_batch_size);
         let n = self.train.x.len();
@@ -283,6 +285,9 @@ impl<'a> Trainer<'a> {
         let loss = scaled(grad_scale);
         loss.backward();
         let l = f32::try_from(&scaled(log_scale).detach()).unwrap();
+        if !l.is_finite() && self.args.debug_underflow_overflow {
+            return Err(HfError::not_modelled("debug underflow_overflow with a non-finite value (DebugUnderflowOverflow's report and error)"));
+        }
         if !l.is_finite() && self.args.logging_nan_inf_filter {
             // logging_nan_inf_filter: add the average of the losses logged so far.
             let denom = (1 + self.state.global_step - self.last_logged) as f32;
@@ -348,6 +353,10 @@ impl<'a> Trainer<'a> {
     pub(super) fn log(&mut self, mut logs: LogEntry) {
         if let Some(e) = self.state.epoch {
             logs.push(("epoch".into(), self.log_epoch(e)));
+        }
+        if self.args.include_num_input_tokens_seen {
+            // Stays 0: the world's batches have no `input_ids` to count (a warning says so).
+            logs.push(("num_input_tokens_seen".into(), PyJson::Int(0)));
         }
         logs.push(("step".into(), PyJson::Int(self.state.global_step as i128)));
         self.state.log_history.push(logs);

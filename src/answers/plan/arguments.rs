@@ -13,7 +13,7 @@
 //! An argument is taken out only where the version has that field: a name the version does not
 //! know stays in, so the version's own TypeError is the answer, as under HF.
 
-use crate::hf::args;
+use crate::hf::{args, arguments};
 use crate::hf::profile::Profile;
 use crate::world::scenario::RUNNER_ARGS;
 use serde_json::{Map, Value};
@@ -22,19 +22,11 @@ use serde_json::{Map, Value};
 /// reason. Their values are not validated by the plan (HF may still reject a bad one).
 pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("optim", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
-    ("optim_args", "optimizer options: change what optimizer.pt holds, not when checkpoints are written"),
     ("optim_target_modules", "which modules a special optimizer trains: numbers only"),
     ("adafactor", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
-    ("neftune_noise_alpha", "adds noise to embeddings during training: numbers only"),
-    ("bf16", "precision: changes the numbers, not when checkpoints are written (the plan assumes the device supports it)"),
-    ("fp16", "precision: changes the numbers (a checkpoint may also hold scaler.pt), not when checkpoints are written"),
-    ("bf16_full_eval", "evaluation precision: changes the numbers only"),
-    ("fp16_full_eval", "evaluation precision: changes the numbers only"),
     ("fp16_opt_level", "apex mixed-precision level: numbers only"),
-    ("fp16_backend", "mixed-precision backend: numbers only"),
     ("half_precision_backend", "mixed-precision backend: numbers only"),
     ("gradient_checkpointing_kwargs", "options of gradient checkpointing: the same steps and checkpoints"),
-    ("activation_checkpointing", "recomputes activations to save memory: the same steps and checkpoints"),
     ("activation_checkpointing_kwargs", "options of activation checkpointing: the same steps and checkpoints"),
     ("torch_compile", "compiles the model: the same steps and checkpoints"),
     ("torch_compile_backend", "compiler backend: the same steps and checkpoints"),
@@ -49,18 +41,14 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("dataloader_num_workers", "data-loading speed, not the order or number of batches"),
     ("dataloader_pin_memory", "data-loading speed, not the order or number of batches"),
     ("dataloader_persistent_workers", "data-loading speed, not the order or number of batches"),
-    ("dataloader_prefetch_factor", "data-loading speed, not the order or number of batches"),
     ("dataloader_multiprocessing_context", "how data-loading workers start, not the order or number of batches"),
-    ("group_by_length", "which samples share a batch, not the number of steps"),
     ("length_column_name", "the column group_by_length reads, not the number of steps"),
     ("eval_accumulation_steps", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
     ("eval_do_concat_batches", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
     ("eval_use_gather_object", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
     ("batch_eval_metrics", "how compute_metrics is called: the metrics are given or assumed"),
-    ("include_inputs_for_metrics", "what compute_metrics receives: the metrics are given or assumed"),
     ("include_for_metrics", "what compute_metrics receives: the metrics are given or assumed"),
     ("use_legacy_prediction_loop", "the evaluation loop's implementation: the metrics are given or assumed"),
-    ("per_gpu_eval_batch_size", "evaluation batch size (old name): the metrics, not the timeline"),
     ("average_tokens_across_devices", "loss normalization across devices: numbers only"),
     ("past_index", "reuse of model outputs between steps: numbers only"),
     ("full_determinism", "deterministic kernels: numbers only"),
@@ -75,14 +63,12 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("skip_memory_metrics", "adds memory keys to the final metrics only"),
     ("include_tokens_per_second", "adds throughput keys to logs only"),
     ("include_num_input_tokens_seen", "adds token counts to logs and trainer_state.json, not checkpoints"),
-    ("debug", "debug output only"),
     ("tpu_metrics_debug", "debug output only"),
     ("do_train", "read by HF's example scripts, not by the Trainer"),
     ("do_eval", "read by HF's example scripts, not by the Trainer"),
     ("do_predict", "read by HF's example scripts, not by the Trainer"),
     ("overwrite_output_dir", "read by HF's example scripts, not by the Trainer"),
     ("resume_from_checkpoint", "read by HF's example scripts; the Trainer resumes only through train(resume_from_checkpoint=...)"),
-    ("restore_callback_states_from_checkpoint", "read only when resuming from a checkpoint"),
     ("enable_jit_checkpoint", "saves only when the process receives SIGTERM (a killed run), which a plan does not have"),
     ("save_on_each_node", "multi-node only (the plan assumes one node)"),
     ("local_rank", "multi-process only (the plan assumes one process)"),
@@ -112,9 +98,25 @@ pub const SCHEDULES_BUILT: &[&str] = &[
 /// executor's) assumes they run, and says so.
 pub const YOUR_MODEL_OR_MACHINE: &[(&str, &str)] = &[
     ("gradient_checkpointing", "raises ValueError for a model that does not support it (the world's models do not: `ckptspec run` shows it); the plan assumes yours does: the same steps and checkpoints"),
+    ("activation_checkpointing", "5.23's name for gradient_checkpointing: raises ValueError for a model that does not support it (the world's models do not: `ckptspec run` shows it); the plan assumes yours does: the same steps and checkpoints"),
     ("label_smoothing_factor", "raises for float labels (the world's regression labels: `ckptspec run` shows it); the plan assumes class labels: the loss values change, not the timeline"),
     ("tf32", "raises ValueError without an Ampere GPU (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your machine has one: numbers only"),
+    ("bf16", "precision: on a machine without a bf16 GPU and without use_cpu, 4.52+ raise ValueError (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your device supports it: changes the numbers, not when checkpoints are written"),
+    ("fp16", "precision: 4.31-4.40 raise ValueError without CUDA (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your device supports it: changes the numbers, not when checkpoints are written"),
+    ("bf16_full_eval", "evaluation precision: on a machine without a bf16 GPU and without use_cpu, 4.52+ raise ValueError (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your device supports it: numbers only"),
+    ("fp16_full_eval", "evaluation precision: 4.31-4.40 raise ValueError without CUDA (this spec's CPU machine: `ckptspec run` shows it); the plan assumes your device supports it: numbers only"),
+    ("neftune_noise_alpha", "raises NotImplementedError for a model without input embeddings (the world's: `ckptspec run` shows it); the plan assumes yours has them: adds noise to embeddings, numbers only"),
+    ("group_by_length", "raises ValueError for data without input_ids (the world's: `ckptspec run` shows it); the plan assumes yours has them: which samples share a batch, not the number of steps"),
+    ("include_inputs_for_metrics", "raises KeyError at the first evaluation for batches without the model's main input (the world's: `ckptspec run` shows it); the plan assumes yours have it: what compute_metrics receives, the metrics are given or assumed"),
+    ("include_for_metrics", "\"inputs\" raises KeyError at the first evaluation for batches without the model's main input (the world's: `ckptspec run` shows it); the plan assumes yours have it: what compute_metrics receives, the metrics are given or assumed"),
 ];
+
+/// Optimizers that need a package no profile pins: `ckptspec run` raises HF's error for them
+/// (`bnb_missing_error`); the plan of a user's arguments assumes the package is installed.
+const YOUR_PACKAGES: &[(&str, &str)] = &[(
+    "paged_adamw_32bit",
+    "a bitsandbytes optimizer: without bitsandbytes installed HF raises (no profile pins it: `ckptspec run` shows the error); the plan assumes yours has it: changes what optimizer.pt holds, not when checkpoints are written",
+)];
 
 /// One argument taken out of the executor's arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +182,10 @@ pub fn classify(kwargs: &Map<String, Value>, profile: &Profile, as_written: bool
                 continue;
             }
         }
+        if let Some((_, reason)) = YOUR_PACKAGES.iter().find(|(o, _)| k == "optim" && v.as_str() == Some(o)).filter(|_| users_run) {
+            c.not_affecting.push(Dropped { name: k.clone(), value: v.clone(), why: (*reason).to_string() });
+            continue;
+        }
         if k == "lr_scheduler_type" {
             if let Some(s) = v.as_str() {
                 if profile.scheduler_types.iter().any(|t| t == s) && !SCHEDULES_BUILT.contains(&s) {
@@ -202,6 +208,12 @@ pub fn classify(kwargs: &Map<String, Value>, profile: &Profile, as_written: bool
         }
         if let Some((_, reason)) = NOT_AFFECTING.iter().find(|(n, _)| n == k) {
             c.not_affecting.push(Dropped { name: k.clone(), value: v.clone(), why: (*reason).to_string() });
+            // An accepted field runs in the executor too (golden shows it changes nothing there),
+            // where another argument's check may read it (dataloader_prefetch_factor reads
+            // dataloader_num_workers).
+            if arguments::status(here).accepted() {
+                c.args.insert(k.clone(), v.clone());
+            }
             continue;
         }
         let d = default();

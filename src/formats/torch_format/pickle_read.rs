@@ -53,6 +53,7 @@ pub fn default_allow_list() -> Vec<Global> {
     add("transformers.trainer_utils", "SaveStrategy");
     add("transformers.trainer_utils", "SchedulerType");
     add("transformers.trainer_utils", "HubStrategy");
+    add("transformers.debug_utils", "DebugOption");
     add("transformers.trainer_pt_utils", "AcceleratorConfig");
     add("accelerate.state", "PartialState");
     add("accelerate.utils.dataclasses", "DistributedType");
