@@ -183,6 +183,19 @@ struct PlanArgs {
     /// save_model() hold, and what to keep to use the model.
     #[arg(long, value_name = "KIND", value_parser = ["regression", "module", "linear", "lora"])]
     model: Option<String>,
+    /// Also plan a resume: after the first train(), a second Trainer calls
+    /// train(resume_from_checkpoint=True) for `last`, or the path of `checkpoint-N`. For a
+    /// scenario file, replaces its resume's `from`.
+    #[arg(long, value_name = "WHICH")]
+    resume_from: Option<String>,
+    /// The resumed Trainer's max_steps (its other arguments are the first run's); implies
+    /// --resume-from last when that is not given.
+    #[arg(long, value_name = "N")]
+    resume_max_steps: Option<u64>,
+    /// The resumed run's trainer_state.json: its log_history evaluations past those of the
+    /// checkpoint it resumed from feed the resumed run's evaluations, in order.
+    #[arg(long, value_name = "FILE")]
+    resume_metrics_from: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -299,6 +312,9 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
                 metrics: a.metrics,
                 metrics_from: a.metrics_from,
                 model: a.model.as_deref().and_then(ckptspec::world::scenario::ModelKind::from_name),
+                resume_from: a.resume_from,
+                resume_max_steps: a.resume_max_steps,
+                resume_metrics_from: a.resume_metrics_from,
                 json: a.json,
             };
             plan::main(&opts)

@@ -45,9 +45,13 @@ fn step_of(p: &str) -> Option<u64> {
     p.rsplit("checkpoint-").next()?.parse().ok()
 }
 
-/// The (step, kind, learning_rate) of each training log and evaluation in a log_history, as the
-/// plan's events should list them (the end-of-training summary is the plan's stop event).
-fn history_lines(state: &PyJson) -> Vec<(u64, &'static str, Option<f64>)> {
+/// A timeline line: step, kind, learning rate, and an evaluation's metrics (runtimes left out).
+type Line = (u64, &'static str, Option<f64>, serde_json::Map<String, serde_json::Value>);
+
+/// The (step, kind, learning_rate, metrics) of each training log and evaluation in a
+/// log_history, as the plan's events should list them (the end-of-training summary is the
+/// plan's stop event). The metrics show which given evaluation fed which call.
+fn history_lines(state: &PyJson) -> Vec<Line> {
     let mut v = vec![];
     if let Some(PyJson::List(h)) = state.get("log_history") {
         for e in h {
@@ -61,7 +65,12 @@ fn history_lines(state: &PyJson) -> Vec<(u64, &'static str, Option<f64>)> {
                 Some(PyJson::Int(i)) => Some(*i as f64),
                 _ => None,
             };
-            v.push((*step as u64, kind, lr));
+            let metrics = d
+                .iter()
+                .filter(|(k, _)| k.starts_with("eval_") && !ckptspec::hf::state::is_volatile(k))
+                .map(|(k, x)| (k.clone(), plan::answers::json_value(x)))
+                .collect();
+            v.push((*step as u64, kind, lr, metrics));
         }
     }
     v
@@ -118,12 +127,35 @@ fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> V
     if !seen.is_subset(&saved) {
         bad.push(format!("saved: golden shows {seen:?}, plan saved {saved:?}"));
     }
-    // Each folder the plan saved and did not leave was deleted by a rule it names.
+    // Each folder the plan saved and did not leave was deleted by a rule it names, or removed by
+    // the damage between a resume's runs.
+    let damage: Vec<String> = a.resume.as_ref().map(|r| r.damage.clone()).unwrap_or_default();
     for s in &saved {
         let f = format!("checkpoint-{s}");
-        if !a.checkpoints_left.contains(&f) && !a.events.iter().any(|e| e.kind == "delete" && e.details["folder"] == f.as_str()) {
+        let removed = damage.iter().any(|d| *d == format!("remove output/{f}") || d == "remove output");
+        if !a.checkpoints_left.contains(&f) && !removed && !a.events.iter().any(|e| e.kind == "delete" && e.details["folder"] == f.as_str()) {
             bad.push(format!("{f} saved, not left, and no deletion recorded"));
         }
+    }
+    let first = result.get("first");
+    if let (Some(r), Some(first)) = (&a.resume, first) {
+        let fst = first.get("final_state").filter(|s| **s != PyJson::Null);
+        let int = |k: &str| match fst.and_then(|s| s.get(k)) {
+            Some(PyJson::Int(i)) => Some(*i as i64),
+            _ => None,
+        };
+        if !r.ran || r.first_global_step.map(|g| g as i64) != int("global_step") || r.first_max_steps != int("max_steps") {
+            bad.push(format!("first run: golden {:?}/{:?}, plan {:?}/{:?} (ran: {})", int("global_step"), int("max_steps"), r.first_global_step, r.first_max_steps, r.ran));
+        }
+        let g_first_best = match fst.and_then(|s| s.get("best_model_checkpoint")) {
+            Some(PyJson::Str(p)) => Some(p.rsplit('/').next().unwrap().to_string()),
+            _ => None,
+        };
+        if r.first_best_checkpoint != g_first_best {
+            bad.push(format!("first run's best: golden {g_first_best:?}, plan {:?}", r.first_best_checkpoint));
+        }
+    } else if a.resume.as_ref().is_some_and(|r| r.ran) {
+        bad.push("the plan resumed; the golden first run raised".into());
     }
     if let Some(st) = state {
         let int = |k: &str| match st.get(k) {
@@ -133,62 +165,104 @@ fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> V
         if a.global_step.map(|g| g as i64) != int("global_step") || a.max_steps != int("max_steps") {
             bad.push(format!("steps: golden {:?}/{:?}, plan {:?}/{:?}", int("global_step"), int("max_steps"), a.global_step, a.max_steps));
         }
-        let golden_lines = history_lines(st);
-        let plan_lines: Vec<(u64, &str, Option<f64>)> = a
-            .events
-            .iter()
-            .filter(|e| e.kind == "log" || e.kind == "evaluate")
-            .map(|e| (e.step.unwrap_or(0), e.kind, e.details.get("learning_rate").and_then(|v| v.as_f64())))
-            .collect();
-        let same = golden_lines.len() == plan_lines.len()
-            && golden_lines.iter().zip(&plan_lines).all(|(g, p)| {
-                g.0 == p.0
-                    && g.1 == p.1
-                    && match (g.2, p.2) {
-                        (Some(x), Some(y)) => ckptspec::harness::diff::floats_close(x, y),
-                        (x, y) => x.is_none() && y.is_none(),
-                    }
-            });
-        if !same {
-            bad.push(format!("timeline: golden {golden_lines:?}\n  plan {plan_lines:?}"));
+        let lines = |evs: &[plan::answers::Event]| -> Vec<Line> {
+            evs.iter()
+                .filter(|e| e.kind == "log" || e.kind == "evaluate")
+                .map(|e| {
+                    let metrics = e.details.get("metrics").and_then(|m| m.as_object()).cloned().unwrap_or_default();
+                    (e.step.unwrap_or(0), e.kind, e.details.get("learning_rate").and_then(|v| v.as_f64()), metrics)
+                })
+                .collect()
+        };
+        match (a.events.iter().position(|e| e.kind == "resume"), first.and_then(|f| f.get("final_state"))) {
+            // A resume: the plan's first run is the golden first run's whole history; the resumed
+            // run's own entries end the golden resumed history, which starts with the checkpoint's
+            // (a prefix of the first run's).
+            (Some(k), Some(fst)) => {
+                let (g_first, g_final) = (history_lines(fst), history_lines(st));
+                let (p_first, p_own) = (lines(&a.events[..k]), lines(&a.events[k + 1..]));
+                if !same_lines(&g_first, &p_first) {
+                    bad.push(format!("first run's timeline: golden {g_first:?}\n  plan {p_first:?}"));
+                }
+                let cut = g_final.len().checked_sub(p_own.len());
+                let ok = cut.is_some_and(|c| same_lines(&g_final[c..], &p_own) && g_first.len() >= c && same_lines(&g_final[..c], &g_first[..c]));
+                if !ok {
+                    bad.push(format!("resumed timeline: golden {g_final:?}\n  plan's own {p_own:?}"));
+                }
+            }
+            _ => {
+                let (golden_lines, plan_lines) = (history_lines(st), lines(&a.events));
+                if !same_lines(&golden_lines, &plan_lines) {
+                    bad.push(format!("timeline: golden {golden_lines:?}\n  plan {plan_lines:?}"));
+                }
+            }
         }
     }
     bad
 }
 
+fn same_lines(g: &[Line], p: &[Line]) -> bool {
+    g.len() == p.len()
+        && g.iter().zip(p).all(|(g, p)| {
+            g.0 == p.0
+                && g.1 == p.1
+                && g.3 == p.3
+                && match (g.2, p.2) {
+                    (Some(x), Some(y)) => ckptspec::harness::diff::floats_close(x, y),
+                    (x, y) => x.is_none() && y.is_none(),
+                }
+        })
+}
+
 #[test]
 fn every_golden_scenario_is_predicted_by_its_plan_with_the_golden_metrics() {
     let started = std::time::Instant::now();
-    let all = Scenario::load_dir(&root().join("conformance/scenarios")).expect("scenario files parse");
-    // A plan is of one train() call; a resume scenario's golden holds two (README, "plan").
-    let (scenarios, resumes): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, s)| s.resume.is_none());
-    println!("plan vs golden: {} resume scenarios not planned (two Trainers)", resumes.len());
+    let scenarios = Scenario::load_dir(&root().join("conformance/scenarios")).expect("scenario files parse");
+    let resumes = scenarios.iter().filter(|(_, s)| s.resume.is_some()).count();
     let versions = profile::supported();
     let work = tempfile::tempdir().unwrap();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    // One job per profile (its own state file): (golden folders covered, failures).
+    // One job per profile (its own state files): (golden folders covered, resumes among them
+    // whose resumed run ran, failures).
     let per_profile = ckptspec::harness::par::map(versions.len(), jobs, |k| {
         let v = versions[k];
         let p = Profile::get(v).unwrap();
         let state_file = work.path().join(format!("{v}-trainer_state.json"));
-        let (mut covered, mut failures) = (0usize, vec![]);
+        let resumed_file = work.path().join(format!("{v}-resumed-trainer_state.json"));
+        let (mut covered, mut resumed, mut failures) = (0usize, 0usize, vec![]);
         for (path, sc) in &scenarios {
             let golden = root().join("golden").join(format!("hf-{v}")).join(&sc.name);
             let Ok(result) = pyjson::read_file(golden.join("result.json")) else {
                 failures.push(format!("{} @ {v}: no golden folder", sc.name));
                 continue;
             };
-            // The golden state, as a trainer_state.json (what save_state() writes).
-            let state = match result.get("final_state") {
+            // The golden states, as trainer_state.json files (what save_state() writes): the
+            // first run's feeds the first run, the resumed run's the resume (past the
+            // evaluations of the checkpoint it loads).
+            let as_state = |st: Option<&PyJson>| match st {
                 Some(st @ PyJson::Dict(_)) => st.clone(),
                 _ => PyJson::Dict(vec![("log_history".into(), PyJson::List(vec![]))]),
             };
-            pyjson::write_file(&state_file, &state, &pyjson::DumpOptions { indent: Some(2), sort_keys: true, ..Default::default() }, false).unwrap();
-            let o = Options { metrics_from: Some(state_file.clone()), ..opts(path) };
+            let write = |f: &Path, st: &PyJson| pyjson::write_file(f, st, &pyjson::DumpOptions { indent: Some(2), sort_keys: true, ..Default::default() }, false).unwrap();
+            let first = result.get("first");
+            let mut o = Options { metrics_from: Some(state_file.clone()), ..opts(path) };
+            match first {
+                Some(f) => {
+                    write(&state_file, &as_state(f.get("final_state")));
+                    write(&resumed_file, &as_state(result.get("final_state")));
+                    o.resume_metrics_from = Some(resumed_file.clone());
+                }
+                None => write(&state_file, &as_state(result.get("final_state"))),
+            }
             let cfg = Config::load(path).unwrap();
             let req = Request::new(&cfg, &o).unwrap();
             let bad = match plan::plan_version(&cfg, &req, &p, v) {
-                Ok(vp) => judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath),
+                Ok(vp) => {
+                    if first.is_some() && vp.outcome.as_ref().is_ok_and(|a| a.resume.as_ref().is_some_and(|r| r.ran)) {
+                        resumed += 1;
+                    }
+                    judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath)
+                }
                 Err(e) => vec![format!("tool error: {e}")],
             };
             covered += 1;
@@ -196,12 +270,24 @@ fn every_golden_scenario_is_predicted_by_its_plan_with_the_golden_metrics() {
                 failures.push(format!("{} @ {v}:\n  {}", sc.name, bad.join("\n  ")));
             }
         }
-        (covered, failures)
+        (covered, resumed, failures)
     });
-    let n: usize = per_profile.iter().map(|(c, _)| c).sum();
-    let failures: Vec<String> = per_profile.into_iter().flat_map(|(_, f)| f).collect();
-    println!("plan vs golden: {n} golden folders covered ({} scenarios x {} profiles), {} differ, {:.1}s", scenarios.len(), versions.len(), failures.len(), started.elapsed().as_secs_f64());
+    let n: usize = per_profile.iter().map(|(c, _, _)| c).sum();
+    let r: usize = per_profile.iter().map(|(_, r, _)| r).sum();
+    for (v, (c, r, f)) in versions.iter().zip(&per_profile) {
+        println!("plan vs golden @ {v}: {c} folders, {r} resumed runs checked, {} differ", f.len());
+    }
+    let failures: Vec<String> = per_profile.into_iter().flat_map(|(_, _, f)| f).collect();
+    println!(
+        "plan vs golden: {n} golden folders covered ({} scenarios, {resumes} of them resume, x {} profiles), {r} resumed runs checked against the golden resumed run, {} differ, {:.1}s",
+        scenarios.len(),
+        versions.len(),
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(n, scenarios.len() * versions.len(), "every scenario of every profile has a golden folder");
+    // The resumed runs checked are those whose golden first run succeeded: most of them.
+    assert!(r * 2 > resumes * versions.len(), "{r} resumed runs checked of {resumes} resume scenarios x {} profiles", versions.len());
     assert!(failures.is_empty(), "{} plans differ from HF:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -449,4 +535,60 @@ fn a_training_args_bin_from_a_golden_run_plans_that_run() {
         assert_eq!(a.checkpoints_left, checkpoint_dirs(&g.join("output")), "HF {v}");
         assert!(vp.config_note.as_deref().is_some_and(|n| n.contains("fits")), "HF {v}: {:?}", vp.config_note);
     }
+}
+
+#[test]
+fn a_config_plans_the_resume_the_flags_ask_for() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(d.path(), "c.yaml", "max_steps: 8\nsave_steps: 4\nlogging_steps: 2\nsave_total_limit: 2\n");
+    // "If I resume with max_steps=12, what is left?"
+    let vp = plan_one(&cfg, &Options { resume_max_steps: Some(12), ..opts(&cfg) }, "5.24.0");
+    let a = vp.outcome.as_ref().unwrap();
+    let r = a.resume.as_ref().expect("the plan resumes");
+    assert_eq!((r.from.as_str(), r.checkpoint.as_deref(), r.start_step, r.ran), ("last", Some("checkpoint-8"), Some(8), true));
+    assert_eq!(r.first_checkpoints_left, ["checkpoint-4", "checkpoint-8"]);
+    assert_eq!((a.error.as_ref(), a.global_step, a.max_steps), (None, Some(12), Some(12)));
+    assert_eq!(a.checkpoints_left, ["checkpoint-8", "checkpoint-12"]);
+    assert_eq!((a.final_step_saved, a.save_model_needed), (Some(true), Some(false)));
+    let text = plan::render::answers_text("5.24.0", a, &vp);
+    assert!(text.contains("max_steps=12") && text.contains("resumes from checkpoint-8 at step 8"), "{text}");
+    let j = plan::json::version(&vp);
+    assert_eq!(j["resume"]["checkpoint"], "checkpoint-8");
+    assert_eq!(j["resume"]["first_run"]["global_step"], 8);
+    let kinds: Vec<&str> = j["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let k = kinds.iter().position(|k| *k == "resume").expect("a resume event");
+    assert_eq!(kinds[..k].iter().filter(|k| **k == "save").count(), 2, "{kinds:?}");
+    assert_eq!(kinds[k + 1..].iter().filter(|k| **k == "save").count(), 1, "{kinds:?}");
+    // An older checkpoint: the resumed run writes checkpoint-8 again.
+    let o = Options { resume_from: Some("checkpoint-4".into()), resume_max_steps: Some(12), ..opts(&cfg) };
+    let a = plan_one(&cfg, &o, "5.24.0").outcome.unwrap();
+    assert_eq!(a.resume.as_ref().unwrap().start_step, Some(4));
+    assert_eq!(a.saved_steps, [4, 8, 8, 12]);
+    // A checkpoint that is not there: HF's ValueError is the answer.
+    let o = Options { resume_from: Some("checkpoint-99".into()), ..opts(&cfg) };
+    let a = plan_one(&cfg, &o, "5.24.0").outcome.unwrap();
+    assert_eq!(a.error, Some(("ValueError".into(), "Can't find a valid checkpoint at output/checkpoint-99".into())));
+    assert_eq!(a.checkpoints_left, ["checkpoint-4", "checkpoint-8"]);
+    // Given metrics feed both runs in order: the resumed run's evaluation takes the third round.
+    let ev = write(d.path(), "e.yaml", "max_steps: 8\nsave_steps: 4\neval_strategy: steps\neval_steps: 4\nload_best_model_at_end: true\nmetric_for_best_model: accuracy\n");
+    let m = write(d.path(), "m.json", r#"[{"eval_loss": 1, "eval_accuracy": 0.9}, {"eval_loss": 1, "eval_accuracy": 0.5}, {"eval_loss": 1, "eval_accuracy": 0.6}]"#);
+    let vp = plan_one(&ev, &Options { metrics: Some(m), resume_max_steps: Some(12), ..opts(&ev) }, "5.24.0");
+    let a = vp.outcome.as_ref().unwrap();
+    assert!(!a.assumed && a.assumed_values.is_empty(), "{:?}", a.assumed_values);
+    assert_eq!(a.best_checkpoint.as_deref(), Some("checkpoint-4"));
+    assert_eq!(a.load_best, plan::answers::LoadBest::Loads("checkpoint-4".into()));
+    assert!(vp.metrics_note.contains("continue the list"), "{}", vp.metrics_note);
+    // The tool's own errors.
+    let bin = env!("CARGO_BIN_EXE_ckptspec");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().unwrap();
+    let c = cfg.to_str().unwrap();
+    let out = run(&["plan", c, "--hf", "5.24.0", "--resume-from", "checkpoint-x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume-from"));
+    let out = run(&["plan", c, "--hf", "5.24.0", "--resume-metrics-from", c]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not resume"));
+    let out = run(&["plan", c, "--hf", "5.24.0", "--resume-max-steps", "12"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("resumes from checkpoint-8 at step 8"));
 }

@@ -261,6 +261,28 @@ impl AdamW {
         }
     }
 
+    /// The state [`step`](Self::step) leaves, without its arithmetic (a plan: no gradients):
+    /// every parameter of a group gets its state as at its first step (its shape, zero moments)
+    /// and one more step counted. So a plan's optimizer.pt holds the state a trained run's does
+    /// (the moments' shapes decide whether a resume into another model kind can step), where
+    /// every trainable parameter gets a gradient at every step, as in every model of the world.
+    pub fn count_step(&mut self, params: &[Param]) {
+        for gi in 0..self.groups.len() {
+            for &pi in &self.groups[gi].params.clone() {
+                let p = &params[pi];
+                let st = self.state[pi].get_or_insert_with(|| ParamState {
+                    shape: p.shape.clone(),
+                    step_f32: 0.0,
+                    step_int: 0,
+                    exp_avg: vec![0.0; p.data.len()],
+                    exp_avg_sq: vec![0.0; p.data.len()],
+                });
+                st.step_f32 += 1.0;
+                st.step_int += 1;
+            }
+        }
+    }
+
     /// [`step`](Self::step) on tch tensors (float32, grads in `.grad()`), updated in place.
     pub fn step_tensors(&mut self, tensors: &mut [Tensor]) {
         let mut ps: Vec<Param> = tensors.iter().map(Param::from_tensor).collect();

@@ -52,6 +52,16 @@ impl Sgd {
         }
     }
 
+    /// The state [`step`](Self::step) leaves, without its arithmetic (a plan: every parameter
+    /// of a group stepped, as every trainable parameter of the world's models gets a gradient).
+    pub fn count_step(&mut self) {
+        for (idx, ..) in &self.groups {
+            for &i in idx {
+                self.stepped[i] = true;
+            }
+        }
+    }
+
     /// `optimizer.load_state_dict(sd)` of a resumed run: each group's `lr` (the schedule's lr at
     /// the save) and which parameters stepped (torch before 2.4 keeps a `momentum_buffer: None`
     /// state for them, written again at the next save; later releases keep no state without

@@ -31,7 +31,7 @@ mod plan;
 mod resume;
 mod train_loop;
 
-pub use plan::{plan, PlanMetrics, PlanTrace};
+pub use plan::{plan, plan_resumed, PlanMetrics, PlanTrace, ResumeTrace};
 pub use resume::ResumeFrom;
 
 use crate::formats::pyjson::{DumpOptions, PyJson};
@@ -207,6 +207,13 @@ pub enum Phase {
 
 /// [`run_traced_with`] for one [`Phase`]; the events of both runs, in order.
 pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, phase: Phase) -> Result<Vec<DiskEvent>, RunError> {
+    run_scenario(sc, profile, run_dir, mode, phase, None)
+}
+
+/// A scenario's runs, trained ([`run_phase`]) or planned ([`plan()`], `plan` the feed of its
+/// evaluations): the first run, the damage and the resumed second run are the same code for
+/// both, so a plan resumes exactly as a trained run does.
+fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, phase: Phase, mut plan: Option<&mut PlanFeed>) -> Result<Vec<DiskEvent>, RunError> {
     let mut events = vec![];
     let first = if phase == Phase::Second {
         let path = run_dir.join("result.json");
@@ -218,7 +225,7 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
         (error, state)
     } else {
         let mut state_out: Option<PyJson> = None;
-        let outcome = run_inner(sc, profile, run_dir, mode, None, None, &mut state_out, &mut events);
+        let outcome = run_inner(sc, profile, run_dir, mode, plan.as_deref_mut(), None, &mut state_out, &mut events);
         let first = (error_json(outcome)?, state_out.unwrap_or(PyJson::Null));
         match &sc.resume {
             Some(r) if first.0 == PyJson::Null => {
@@ -242,7 +249,10 @@ pub fn run_phase(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMod
     let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
     let mut state_out: Option<PyJson> = None;
     events.push(DiskEvent::Resumed);
-    let outcome = run_inner(&second, profile, run_dir, mode, None, Some(&from), &mut state_out, &mut events);
+    if let Some(feed) = plan.as_deref_mut() {
+        feed.begin_second_run();
+    }
+    let outcome = run_inner(&second, profile, run_dir, mode, plan, Some(&from), &mut state_out, &mut events);
     write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
     Ok(events)
 }
@@ -318,7 +328,7 @@ fn run_inner(
     t.mode = mode;
     if let Some(feed) = plan.as_deref_mut() {
         t.numerics = false;
-        t.plan = Some(std::mem::replace(feed, PlanFeed { given: Default::default(), metric_keys_unknown: false, counts: vec![], assumed: vec![] }));
+        t.plan = Some(std::mem::take(feed));
     }
     if profile.stateful_callbacks != CallbackRefresh::Absent {
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.

@@ -39,6 +39,13 @@ impl Optim {
             Optim::Sgd(o) => o.step(ps),
         }
     }
+    /// A plan's step: the state a step leaves, without the arithmetic.
+    pub(super) fn count_step(&mut self, ps: &[Param]) {
+        match self {
+            Optim::AdamW(o) => o.count_step(ps),
+            Optim::Sgd(o) => o.count_step(),
+        }
+    }
     pub(super) fn set_initial_lr(&mut self, lr: Option<f64>) {
         match self {
             Optim::AdamW(o) => {

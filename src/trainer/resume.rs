@@ -77,6 +77,9 @@ impl<'a> Trainer<'a> {
                 }
             }
         };
+        if let Some(feed) = self.plan.as_mut() {
+            feed.picked(&rel);
+        }
         let dir = self.run_dir.join(&rel);
         // `_load_from_checkpoint`: a folder with none of the weights files (full, sharded index or
         // adapter) is no checkpoint; full weights load into any model (`strict=False`), else a
@@ -243,6 +246,10 @@ impl<'a> Trainer<'a> {
         let g = self.state.global_step;
         self.initial_global_step = g;
         self.last_logged = g;
+        if let Some(feed) = self.plan.as_mut() {
+            // Which given evaluations are the resumed run's own: past those its loaded state holds.
+            feed.resumed_at(g, &self.state.log_history);
+        }
         let epochs_trained = (g / nupe as u64) as usize;
         let steps_in_epoch = (g % nupe as u64) as usize * self.args.gradient_accumulation_steps;
         (epochs_trained, steps_in_epoch)

@@ -311,14 +311,17 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
-        if self.numerics {
-            if let Optim::AdamW(o) = &self.opt {
-                if let Some(m) = o.step_shape_error(&ps) {
-                    return Err(HfError::new("RuntimeError", m));
-                }
+        // A resumed optimizer's moments of another shape fail the step, planned or trained.
+        if let Optim::AdamW(o) = &self.opt {
+            if let Some(m) = o.step_shape_error(&ps) {
+                return Err(HfError::new("RuntimeError", m));
             }
+        }
+        if self.numerics {
             self.opt.step(&mut ps);
             self.model.write_back(&ps);
+        } else {
+            self.opt.count_step(&ps);
         }
         let used_lr = self.current_lr;
         if let Scheduler::Lambda(s) = &self.sched {

@@ -33,6 +33,32 @@ pub struct Event {
     pub details: Map<String, Value>,
 }
 
+/// A resume scenario's (or `--resume-from`'s) first run and its resume, as the executor ran
+/// them in one run directory (README, "plan"). The other answers are of the end: the resumed
+/// run's, as result.json's top level is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// What was asked: `last` (`resume_from_checkpoint=True`) or `checkpoint-N` (its path).
+    pub from: String,
+    /// The resumed Trainer's arguments over the first run's (`resume.args`), as written.
+    pub args: Vec<(String, Value)>,
+    /// The damage applied between the runs, in words, in order.
+    pub damage: Vec<String>,
+    /// Whether the second `train()` ran (it does when the first run succeeded).
+    pub ran: bool,
+    /// The first run's outcome.
+    pub first_error: Option<(String, String)>,
+    pub first_global_step: Option<u64>,
+    pub first_max_steps: Option<i64>,
+    /// The `checkpoint-N` folders the first run left (before the damage).
+    pub first_checkpoints_left: Vec<String>,
+    pub first_best_checkpoint: Option<String>,
+    /// The folder the resume picked (None: none was found, HF's error says so).
+    pub checkpoint: Option<String>,
+    /// The step the resumed run's loop started from (None: it raised before).
+    pub start_step: Option<u64>,
+}
+
 /// The answers for one version.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answers {
@@ -74,6 +100,8 @@ pub struct Answers {
     pub assumed: bool,
     /// What depends on the assumed metric values.
     pub depends_on_assumed: Vec<String>,
+    /// The first run and the resume, when the plan resumes (None: one `train()` call).
+    pub resume: Option<Resume>,
 }
 
 /// The number of a folder name as HF's `get_last_checkpoint` reads it (`^checkpoint\-(\d+)$`),
@@ -174,6 +202,19 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         None => vec![],
     };
     saved_steps.extend(&partial);
+    // The last train() call's own saves: after a resume, a folder the first run wrote does not
+    // hold the resumed run's weights.
+    let split = trace.events.iter().position(|e| *e == DiskEvent::Resumed);
+    let last_run_events = &trace.events[split.map_or(0, |k| k + 1)..];
+    let mut last_run_saves: Vec<u64> = last_run_events
+        .iter()
+        .filter_map(|e| match e {
+            DiskEvent::Saved { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    last_run_saves.extend(&partial);
+    let resume = resume_answers(&result, trace, sc, split);
 
     let load_best = match args {
         Some(a) if a.load_best_model_at_end => match &best_checkpoint {
@@ -194,11 +235,14 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
     let (final_step_saved, final_weights_at, save_model_needed) = match (error.is_some(), global_step) {
         (false, Some(g)) => {
             let last = format!("checkpoint-{g}");
+            // A resume that trains no step keeps the weights it loaded from checkpoint-g.
+            let loaded_last = resume.as_ref().is_some_and(|r| r.start_step == Some(g) && r.checkpoint.as_deref() == Some(last.as_str()));
+            let holds = last_run_saves.contains(&g) || loaded_last;
             let holder = match &load_best {
                 LoadBest::Loads(b) => Some(b.clone()),
-                _ => checkpoints_left.contains(&last).then_some(last),
+                _ => (holds && checkpoints_left.contains(&last)).then_some(last),
             };
-            (Some(saved_steps.contains(&g)), holder.clone(), Some(holder.is_none()))
+            (Some(last_run_saves.contains(&g)), holder.clone(), Some(holder.is_none()))
         }
         _ => (None, None, None),
     };
@@ -214,7 +258,7 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
     checkpoint_files.sort();
 
     let best_assumed = |v: &PyJson| if assumed { Value::String(ASSUMED.into()) } else { json_value(v) };
-    let mut events = timeline_events(state, trace, &best_assumed, &load_best, error.as_ref(), stop_reason.as_deref(), global_step);
+    let mut events = timeline_events(&result, state, trace, &best_assumed, &load_best, error.as_ref(), stop_reason.as_deref(), global_step, resume.as_ref());
     for n in &partial {
         let mut d = Map::new();
         d.insert("folder".into(), Value::String(format!("checkpoint-{n}")));
@@ -245,6 +289,65 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         assumed_values: trace.assumed.clone(),
         assumed,
         depends_on_assumed,
+        resume,
+    })
+}
+
+/// The first run and the resume of a plan that resumes, from result.json's `first` and the
+/// executor's trace; `split`: the position of [`DiskEvent::Resumed`] in the trace.
+fn resume_answers(result: &PyJson, trace: &PlanTrace, sc: &Scenario, split: Option<usize>) -> Option<Resume> {
+    let spec = sc.resume.as_ref()?;
+    // Without `first`, the first run raised and its outcome is result.json's top level.
+    let first = result.get("first").unwrap_or(result);
+    let first_error = match first.get("error") {
+        Some(e @ PyJson::Dict(_)) => {
+            let s = |k| match e.get(k) {
+                Some(PyJson::Str(s)) => s.clone(),
+                _ => String::new(),
+            };
+            Some((s("type"), s("message")))
+        }
+        _ => None,
+    };
+    let st = first.get("final_state").filter(|s| **s != PyJson::Null);
+    let int = |k: &str| match st.and_then(|s| s.get(k)) {
+        Some(PyJson::Int(i)) => Some(*i as i64),
+        _ => None,
+    };
+    // The first run's folders: its saves less its deletions (the damage comes after).
+    let mut left: Vec<(u64, String)> = vec![];
+    for e in &trace.events[..split.unwrap_or(trace.events.len())] {
+        match e {
+            DiskEvent::Saved { step, folder, .. } if !left.iter().any(|(_, f)| f == folder) => left.push((*step, folder.clone())),
+            DiskEvent::Deleted { folder, .. } => left.retain(|(_, f)| f != folder),
+            _ => {}
+        }
+    }
+    left.sort();
+    let damage = spec
+        .damage
+        .iter()
+        .map(|d| match d {
+            crate::world::scenario::Damage::Remove { remove } => format!("remove {remove}"),
+            crate::world::scenario::Damage::Truncate { truncate, bytes } => format!("truncate {truncate} to {bytes} bytes"),
+        })
+        .collect();
+    let r = trace.resume.clone().unwrap_or_default();
+    Some(Resume {
+        from: spec.from.clone(),
+        args: spec.args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        damage,
+        ran: trace.resume.is_some(),
+        first_error,
+        first_global_step: int("global_step").map(|g| g.max(0) as u64),
+        first_max_steps: int("max_steps"),
+        first_checkpoints_left: left.into_iter().map(|(_, f)| f).collect(),
+        first_best_checkpoint: match st.and_then(|s| s.get("best_model_checkpoint")) {
+            Some(PyJson::Str(p)) => Some(folder_of(p)),
+            _ => None,
+        },
+        checkpoint: r.checkpoint.as_deref().map(folder_of),
+        start_step: r.start_step,
     })
 }
 
@@ -271,7 +374,9 @@ fn depends_on_metrics(args: Option<&Args>, sc: &Scenario) -> Vec<String> {
     v
 }
 
+#[allow(clippy::too_many_arguments)]
 fn timeline_events(
+    result: &PyJson,
     state: Option<&PyJson>,
     trace: &PlanTrace,
     best_value: &dyn Fn(&PyJson) -> Value,
@@ -279,74 +384,33 @@ fn timeline_events(
     error: Option<&(String, String)>,
     stop_reason: Option<&str>,
     global_step: Option<u64>,
+    resume: Option<&Resume>,
 ) -> Vec<Event> {
-    use std::collections::BTreeMap;
-    let mut at: BTreeMap<u64, (Vec<Event>, Vec<Event>)> = BTreeMap::new();
-    let assumed_at = |step: u64, key: &str| trace.assumed.iter().any(|(s, k)| *s == step && k == key);
-    if let Some(PyJson::List(hist)) = state.and_then(|s| s.get("log_history")) {
-        for e in hist {
-            let (PyJson::Dict(d), Some(PyJson::Int(step))) = (e, e.get("step")) else { continue };
-            let step = (*step).max(0) as u64;
-            if d.iter().any(|(k, _)| k == "train_loss") {
-                continue; // the end-of-training summary: the stop event stands for it
-            }
-            let is_eval = d.iter().any(|(k, _)| k.starts_with("eval_"));
-            let mut details = Map::new();
-            if let Some(ep) = e.get("epoch") {
-                details.insert("epoch".into(), json_value(ep));
-            }
-            let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::hf::state::is_volatile(k));
-            if is_eval {
-                let mut metrics = Map::new();
-                for (k, v) in shown {
-                    let v = if assumed_at(step, k) { Value::String(ASSUMED.into()) } else { json_value(v) };
-                    metrics.insert(k.clone(), v);
-                }
-                details.insert("metrics".into(), Value::Object(metrics));
-            } else {
-                for (k, v) in shown.filter(|(k, _)| !NOT_MEANINGFUL.contains(&k.as_str())) {
-                    details.insert(k.clone(), json_value(v));
-                }
-            }
-            let kind = if is_eval { "evaluate" } else { "log" };
-            at.entry(step).or_default().0.push(Event { step: Some(step), kind, details });
-        }
-    }
-    let mut prev_best: Option<Map<String, Value>> = None;
     let has_best_step = state.and_then(|s| s.get("best_global_step")).is_some();
-    for ev in &trace.events {
-        match ev {
-            DiskEvent::Saved { step, folder, best } => {
-                let slot = &mut at.entry(*step).or_default().1;
-                let mut d = Map::new();
-                d.insert("folder".into(), Value::String(folder.clone()));
-                slot.push(Event { step: Some(*step), kind: "save", details: d });
-                let mut b = Map::new();
-                b.insert("best_metric".into(), best.best_metric.as_ref().map(best_value).unwrap_or(Value::Null));
-                b.insert(
-                    "best_model_checkpoint".into(),
-                    best.best_model_checkpoint.as_deref().map(|p| Value::String(folder_of(p))).unwrap_or(Value::Null),
-                );
-                if has_best_step {
-                    b.insert("best_global_step".into(), best.best_global_step.map(Value::from).unwrap_or(Value::Null));
-                }
-                let tracked = b.values().any(|v| !v.is_null());
-                if tracked && prev_best.as_ref() != Some(&b) {
-                    slot.push(Event { step: Some(*step), kind: "best", details: b.clone() });
-                }
-                prev_best = Some(b);
-            }
-            DiskEvent::Deleted { step, folder, why } => {
-                let mut d = Map::new();
-                d.insert("folder".into(), Value::String(folder.clone()));
-                d.insert("rule".into(), Value::String(why.to_string()));
-                at.entry(*step).or_default().1.push(Event { step: Some(*step), kind: "delete", details: d });
-            }
-            // A plan is of one train() call (resume scenarios are not planned).
-            DiskEvent::Resumed => {}
+    let history = |st: Option<&PyJson>| match st.and_then(|s| s.get("log_history")) {
+        Some(PyJson::List(h)) => h.clone(),
+        _ => vec![],
+    };
+    let mut prev_best: Option<Map<String, Value>> = None;
+    let mut events = match (resume, trace.resume.as_ref()) {
+        // Chronological: the first run (its whole history), the resume, then the resumed run's
+        // own entries (its log_history starts with the checkpoint's, already shown).
+        (Some(r), Some(rt)) => {
+            let split = trace.events.iter().position(|e| *e == DiskEvent::Resumed).unwrap_or(trace.events.len());
+            let first_state = result.get("first").and_then(|f| f.get("final_state"));
+            let assumed = trace.assumed.split_at(rt.assumed_before.min(trace.assumed.len()));
+            let mut v = segment(&history(first_state), &trace.events[..split], assumed.0, best_value, has_best_step, &mut prev_best);
+            v.push(resume_event(r));
+            // Nothing is logged before the loop: a resume that raised there has no entries.
+            let own: Vec<PyJson> = match rt.start_step {
+                Some(_) => history(state).into_iter().skip(rt.inherited).collect(),
+                None => vec![],
+            };
+            v.extend(segment(&own, &trace.events[split + 1..], assumed.1, best_value, has_best_step, &mut prev_best));
+            v
         }
-    }
-    let mut events: Vec<Event> = at.into_values().flat_map(|(a, b)| a.into_iter().chain(b)).collect();
+        _ => segment(&history(state), &trace.events, &trace.assumed, best_value, has_best_step, &mut prev_best),
+    };
     if let Some(reason) = stop_reason {
         let mut d = Map::new();
         d.insert("reason".into(), Value::String(reason.into()));
@@ -368,4 +432,96 @@ fn timeline_events(
         events.push(Event { step: global_step, kind: "error", details: d });
     }
     events
+}
+
+/// The `resume` event: what the second `train()` was asked and what it picked.
+fn resume_event(r: &Resume) -> Event {
+    let mut d = Map::new();
+    d.insert("from".into(), Value::String(r.from.clone()));
+    d.insert("args".into(), Value::Object(r.args.iter().cloned().collect()));
+    d.insert("damage".into(), Value::Array(r.damage.iter().cloned().map(Value::String).collect()));
+    d.insert("first_run_step".into(), json_u64(r.first_global_step));
+    d.insert("checkpoint".into(), r.checkpoint.clone().map(Value::String).unwrap_or(Value::Null));
+    d.insert("start_step".into(), json_u64(r.start_step));
+    Event { step: r.start_step, kind: "resume", details: d }
+}
+
+fn json_u64(v: Option<u64>) -> Value {
+    v.map(Value::from).unwrap_or(Value::Null)
+}
+
+/// One `train()` call's events: its log_history entries (`hist`) and its saves and deletions
+/// (`disk`), per step: the logs and evaluations first, then the saves, the best and deletions.
+/// `assumed`: the (step, key) of its assumed metric values.
+fn segment(
+    hist: &[PyJson],
+    disk: &[DiskEvent],
+    assumed: &[(u64, String)],
+    best_value: &dyn Fn(&PyJson) -> Value,
+    has_best_step: bool,
+    prev_best: &mut Option<Map<String, Value>>,
+) -> Vec<Event> {
+    use std::collections::BTreeMap;
+    let mut at: BTreeMap<u64, (Vec<Event>, Vec<Event>)> = BTreeMap::new();
+    let assumed_at = |step: u64, key: &str| assumed.iter().any(|(s, k)| *s == step && k == key);
+    for e in hist {
+        let (PyJson::Dict(d), Some(PyJson::Int(step))) = (e, e.get("step")) else { continue };
+        let step = (*step).max(0) as u64;
+        if d.iter().any(|(k, _)| k == "train_loss") {
+            continue; // the end-of-training summary: the stop event stands for it
+        }
+        let is_eval = d.iter().any(|(k, _)| k.starts_with("eval_"));
+        let mut details = Map::new();
+        if let Some(ep) = e.get("epoch") {
+            details.insert("epoch".into(), json_value(ep));
+        }
+        let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::hf::state::is_volatile(k));
+        if is_eval {
+            let mut metrics = Map::new();
+            for (k, v) in shown {
+                let v = if assumed_at(step, k) { Value::String(ASSUMED.into()) } else { json_value(v) };
+                metrics.insert(k.clone(), v);
+            }
+            details.insert("metrics".into(), Value::Object(metrics));
+        } else {
+            for (k, v) in shown.filter(|(k, _)| !NOT_MEANINGFUL.contains(&k.as_str())) {
+                details.insert(k.clone(), json_value(v));
+            }
+        }
+        let kind = if is_eval { "evaluate" } else { "log" };
+        at.entry(step).or_default().0.push(Event { step: Some(step), kind, details });
+    }
+    for ev in disk {
+        match ev {
+            DiskEvent::Saved { step, folder, best } => {
+                let slot = &mut at.entry(*step).or_default().1;
+                let mut d = Map::new();
+                d.insert("folder".into(), Value::String(folder.clone()));
+                slot.push(Event { step: Some(*step), kind: "save", details: d });
+                let mut b = Map::new();
+                b.insert("best_metric".into(), best.best_metric.as_ref().map(best_value).unwrap_or(Value::Null));
+                b.insert(
+                    "best_model_checkpoint".into(),
+                    best.best_model_checkpoint.as_deref().map(|p| Value::String(folder_of(p))).unwrap_or(Value::Null),
+                );
+                if has_best_step {
+                    b.insert("best_global_step".into(), best.best_global_step.map(Value::from).unwrap_or(Value::Null));
+                }
+                let tracked = b.values().any(|v| !v.is_null());
+                if tracked && prev_best.as_ref() != Some(&b) {
+                    slot.push(Event { step: Some(*step), kind: "best", details: b.clone() });
+                }
+                *prev_best = Some(b);
+            }
+            DiskEvent::Deleted { step, folder, why } => {
+                let mut d = Map::new();
+                d.insert("folder".into(), Value::String(folder.clone()));
+                d.insert("rule".into(), Value::String(why.to_string()));
+                at.entry(*step).or_default().1.push(Event { step: Some(*step), kind: "delete", details: d });
+            }
+            // The segments are split at it (a resume's `resume` event stands for it).
+            DiskEvent::Resumed => {}
+        }
+    }
+    at.into_values().flat_map(|(a, b)| a.into_iter().chain(b)).collect()
 }

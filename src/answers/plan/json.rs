@@ -44,6 +44,7 @@ pub fn version(vp: &VersionPlan) -> Value {
         "assumed": false,
         "depends_on_assumed": [],
         "assumed_values": [],
+        "resume": null,
     });
     match &vp.outcome {
         Err(why) => o["not_planned"] = Value::String(why.clone()),
@@ -77,6 +78,24 @@ fn fill(o: &mut Value, a: &Answers) {
     o["assumed"] = json!(a.assumed);
     o["depends_on_assumed"] = json!(a.depends_on_assumed);
     o["assumed_values"] = a.assumed_values.iter().map(|(s, k)| json!({"step": s, "key": k})).collect();
+    if let Some(r) = &a.resume {
+        let first_error = r.first_error.as_ref().map(|(t, m)| json!({"type": t, "message": m}));
+        o["resume"] = json!({
+            "from": r.from,
+            "args": r.args.iter().cloned().collect::<serde_json::Map<String, Value>>(),
+            "damage": r.damage,
+            "ran": r.ran,
+            "checkpoint": r.checkpoint,
+            "start_step": r.start_step,
+            "first_run": {
+                "error": first_error,
+                "global_step": r.first_global_step,
+                "max_steps": r.first_max_steps,
+                "checkpoints_left": r.first_checkpoints_left,
+                "best_checkpoint": r.first_best_checkpoint,
+            },
+        });
+    }
 }
 
 fn event(e: &Event) -> Value {

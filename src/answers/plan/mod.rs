@@ -20,7 +20,7 @@ pub mod render;
 use config::{Config, Kind};
 use crate::hf::profile::{self, Profile};
 use crate::trainer::{self, PlanMetrics};
-use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelKind, ModelSpec, Scenario};
+use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelKind, ModelSpec, ResumeSpec, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,6 +41,14 @@ pub struct Options {
     pub metrics_from: Option<PathBuf>,
     /// `--model`: the model kind (None: the scenario's, else `regression`).
     pub model: Option<ModelKind>,
+    /// `--resume-from last|checkpoint-N`: plan a `train(resume_from_checkpoint=...)` after the
+    /// first run (a scenario's `resume.from` replaced).
+    pub resume_from: Option<String>,
+    /// `--resume-max-steps N`: the resumed Trainer's max_steps (implies `--resume-from last`
+    /// when not given).
+    pub resume_max_steps: Option<u64>,
+    /// `--resume-metrics-from`: the resumed run's trainer_state.json.
+    pub resume_metrics_from: Option<PathBuf>,
     pub json: bool,
 }
 
@@ -56,6 +64,12 @@ pub struct Request {
     pub metrics_note: String,
     /// `--model`.
     pub model: Option<ModelKind>,
+    /// The resumed run's own evaluations (`--resume-metrics-from`); None: the resumed run's
+    /// evaluations continue the given list where the first run left it, then are assumed.
+    pub resume_given: Option<Vec<metrics::Call>>,
+    /// `--resume-from` (checked) and `--resume-max-steps`.
+    pub resume_from: Option<String>,
+    pub resume_max_steps: Option<u64>,
 }
 
 impl Request {
@@ -83,7 +97,35 @@ impl Request {
                 _ => "assumed (no --metrics or --metrics-from): the eval loss and the metric for best model improve at every evaluation; anything that depends on them is marked".to_string(),
             }),
         };
-        Ok(Request { train_rows: opts.train_rows, steps_per_epoch: opts.steps_per_epoch, eval, eval_note, given, metrics_note, model: opts.model })
+        let resume_from = match (&opts.resume_from, opts.resume_max_steps) {
+            (Some(f), _) if f == "last" || f.strip_prefix("checkpoint-").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) => Some(f.clone()),
+            (Some(f), _) => return Err(format!("--resume-from: \"last\" or \"checkpoint-<N>\", not {f:?}")),
+            (None, Some(_)) => Some("last".to_string()),
+            (None, None) => None,
+        };
+        let resumes = resume_from.is_some() || cfg.scenario.as_ref().is_some_and(|s| s.resume.is_some());
+        let (resume_given, metrics_note) = match &opts.resume_metrics_from {
+            Some(p) if !resumes => return Err(format!("--resume-metrics-from {}: the plan does not resume (give --resume-from or --resume-max-steps, or a scenario with `resume`)", p.display())),
+            Some(p) => {
+                let calls = metrics::load_trainer_state(p)?;
+                let n = calls.len();
+                (Some(calls), format!("{metrics_note}; the resumed run's: the log_history of {} ({n} evaluations, the checkpoint's own skipped); any later evaluation is assumed", p.display()))
+            }
+            None if resumes && given.is_some() => (None, format!("{metrics_note}; the resumed run's evaluations continue the list where the first run's end")),
+            None => (None, metrics_note),
+        };
+        Ok(Request {
+            train_rows: opts.train_rows,
+            steps_per_epoch: opts.steps_per_epoch,
+            eval,
+            eval_note,
+            given,
+            metrics_note,
+            model: opts.model,
+            resume_given,
+            resume_from,
+            resume_max_steps: opts.resume_max_steps,
+        })
     }
 }
 
@@ -143,9 +185,6 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             let mut sc = base.clone();
             sc.args = classified.args.clone();
             sc.data = DataSpec { train, eval: req.eval.clone() };
-            // A plan is of one train() call: a scenario's `resume` (a second Trainer) is not
-            // planned (README, "plan").
-            sc.resume = None;
             sc
         }
         None => Scenario {
@@ -164,6 +203,17 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     if let Some(kind) = req.model {
         sc.model = ModelSpec { kind, ..sc.model.clone() };
     }
+    // The resume a user asks for (a scenario's own `resume`, its `from` and max_steps replaced).
+    if req.resume_from.is_some() || req.resume_max_steps.is_some() {
+        let mut r = sc.resume.clone().unwrap_or(ResumeSpec { from: "last".into(), args: Default::default(), damage: vec![], model: None });
+        if let Some(f) = &req.resume_from {
+            r.from = f.clone();
+        }
+        if let Some(n) = req.resume_max_steps {
+            r.args.insert("max_steps".into(), n.into());
+        }
+        sc.resume = Some(r);
+    }
     let run = TempRun::new(profile.version)?;
     let title = format!("plan of {} @ HF {}", cfg.path.display(), profile.version);
     let traced = match &classified.spelling_error {
@@ -174,7 +224,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
                 Some(calls) => PlanMetrics::Given(calls.clone()),
                 None => PlanMetrics::Assumed { metric_keys_unknown: cfg.kind != Kind::Scenario },
             };
-            trainer::plan(&sc, profile, &run.0, metrics).map_err(|e| e.to_string())
+            trainer::plan_resumed(&sc, profile, &run.0, metrics, req.resume_given.clone()).map_err(|e| e.to_string())
         }
     };
     let (outcome, timeline) = match traced {

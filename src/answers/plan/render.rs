@@ -244,9 +244,20 @@ fn listing(v: &[String]) -> String {
 pub fn answers_text(version: &str, a: &Answers, vp: &VersionPlan) -> String {
     let mut s = String::new();
     writeln!(s, "answers for HF {version}:").unwrap();
+    let resumed = a.resume.as_ref().filter(|r| r.ran);
+    if let Some(r) = &a.resume {
+        s.push_str(&resume_text(r));
+    }
     if let Some((t, m)) = &a.error {
         writeln!(s, "  HF raises {t}: {m}").unwrap();
-        if a.error_in_training {
+        if let Some(r) = resumed {
+            let at = match (&r.checkpoint, r.start_step) {
+                (Some(c), Some(st)) => format!("while training from {c} (at step {})", a.global_step.unwrap_or(st)),
+                (Some(c), None) => format!("while loading {c}, before training"),
+                (None, _) => "before picking a checkpoint".to_string(),
+            };
+            writeln!(s, "  the resumed train() raises it {at}; the checkpoints left: {}", listing(&a.checkpoints_left)).unwrap();
+        } else if a.error_in_training {
             writeln!(
                 s,
                 "  train() raises it at step {}; the checkpoints written before are left: {}",
@@ -336,6 +347,42 @@ pub fn answers_text(version: &str, a: &Answers, vp: &VersionPlan) -> String {
     s
 }
 
+/// The first run and the resume, before the answers of the end.
+fn resume_text(r: &super::answers::Resume) -> String {
+    let mut s = String::new();
+    let call = if r.from == "last" { "train(resume_from_checkpoint=True)".to_string() } else { format!("train(resume_from_checkpoint=\"output/{}\")", r.from) };
+    let args: Vec<String> = r.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let with = if args.is_empty() { "the first run's arguments".to_string() } else { format!("the first run's arguments with {}", args.join(", ")) };
+    match &r.first_error {
+        Some((t, _)) => {
+            writeln!(s, "  the first train() raises {t} (below): the resume, {call}, never runs.").unwrap();
+            return s;
+        }
+        None => {
+            let best = r.first_best_checkpoint.as_ref().map(|b| format!("; best {b}")).unwrap_or_default();
+            writeln!(
+                s,
+                "  first run: ends at step {} of max_steps={}; checkpoints left: {}{best}.",
+                r.first_global_step.unwrap_or(0),
+                r.first_max_steps.unwrap_or(0),
+                listing(&r.first_checkpoints_left)
+            )
+            .unwrap();
+        }
+    }
+    if !r.damage.is_empty() {
+        writeln!(s, "  between the runs: {}.", r.damage.join(", ")).unwrap();
+    }
+    let picked = match (&r.checkpoint, r.start_step) {
+        (Some(c), Some(st)) => format!("resumes from {c} at step {st}"),
+        (Some(c), None) => format!("picks {c}"),
+        (None, _) => "picks no checkpoint".to_string(),
+    };
+    writeln!(s, "  resume: a new Trainer ({with}) calls {call}: it {picked}.").unwrap();
+    writeln!(s, "  at the end of the resumed run:").unwrap();
+    s
+}
+
 /// The answers compared across versions: one row per run of consecutive versions with equal
 /// answers, one column per answer that differs somewhere (the "what changes if I upgrade" view).
 pub fn differences(plans: &[VersionPlan]) -> String {
@@ -357,7 +404,16 @@ pub fn differences(plans: &[VersionPlan]) -> String {
         ("save_model() needed", Box::new(|vp| answer(vp, |a| a.save_model_needed.map(yes_no)))),
         ("resume picks", Box::new(|vp| answer(vp, |a| Some(a.resume_pick.clone().unwrap_or("-".into()))))),
         ("assumed metrics", Box::new(|vp| answer(vp, |a| Some(yes_no(a.assumed))))),
+        ("resumes from", Box::new(|vp| answer(vp, |a| a.resume.as_ref().map(|r| match (&r.checkpoint, r.start_step) {
+            _ if !r.ran => "- (first run failed)".to_string(),
+            (Some(c), Some(st)) => format!("{c} (step {st})"),
+            (Some(c), None) => format!("{c} (raises)"),
+            (None, _) => "none (raises)".to_string(),
+        })))),
     ];
+    // The resume column only where the plan resumes.
+    let resumes = plans.iter().any(|vp| vp.outcome.as_ref().is_ok_and(|a| a.resume.is_some()));
+    let columns: Vec<Column> = columns.into_iter().filter(|(name, _)| resumes || *name != "resumes from").collect();
     let cells: Vec<Vec<String>> = plans.iter().map(|vp| columns.iter().map(|(_, f)| f(vp)).collect()).collect();
     // Runs of consecutive versions with equal answers.
     let mut groups: Vec<(usize, usize)> = vec![];
