@@ -394,6 +394,11 @@ fn run_with_best(newest: bool) -> (String, String, String) {
     runs.sort();
     for run in runs {
         let r = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
+        // One train() call: a resume scenario's final best (the second run's, after
+        // load_best_model_at_end) need not be the one its newest checkpoint recorded.
+        if r.get("first").is_some() {
+            continue;
+        }
         let Some(ckptspec::formats::pyjson::PyJson::Str(b)) = r.get("final_state").and_then(|s| s.get("best_model_checkpoint")) else { continue };
         let best = b.rsplit('/').next().unwrap().to_string();
         let steps = checkpoint_steps(&run.join("output"));
