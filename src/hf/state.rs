@@ -61,6 +61,12 @@ pub fn is_volatile(key: &str) -> bool {
     key.ends_with("_runtime") || key.ends_with("_per_second")
 }
 
+/// Keys `Trainer.log()` adds to every entry it logs (`epoch`, `num_input_tokens_seen` with
+/// include_num_input_tokens_seen, `step`): the context of an entry, not one of its metrics.
+pub fn is_log_context(key: &str) -> bool {
+    matches!(key, "epoch" | "step" | "num_input_tokens_seen")
+}
+
 /// One log_history entry: `{**logs, "step": global_step}` in insertion order.
 pub type LogEntry = Vec<(String, PyJson)>;
 

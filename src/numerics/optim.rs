@@ -119,6 +119,13 @@ pub struct ParamState {
     pub exp_avg_sq: Vec<f32>,
 }
 
+impl ParamState {
+    /// The state torch creates at a parameter's first step: zero moments of its shape.
+    fn first(p: &Param) -> ParamState {
+        ParamState { shape: p.shape.clone(), step_f32: 0.0, step_int: 0, exp_avg: vec![0.0; p.data.len()], exp_avg_sq: vec![0.0; p.data.len()] }
+    }
+}
+
 /// AdamW with HF's parameter groups.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdamW {
@@ -238,13 +245,7 @@ impl AdamW {
             for &pi in &self.groups[gi].params.clone() {
                 let p = &mut params[pi];
                 let Some(grad) = p.grad.clone() else { continue };
-                let st = self.state[pi].get_or_insert_with(|| ParamState {
-                    shape: p.shape.clone(),
-                    step_f32: 0.0,
-                    step_int: 0,
-                    exp_avg: vec![0.0; p.data.len()],
-                    exp_avg_sq: vec![0.0; p.data.len()],
-                });
+                let st = self.state[pi].get_or_insert_with(|| ParamState::first(p));
                 st.step_f32 += 1.0;
                 st.step_int += 1;
                 for k in 0..p.data.len() {
@@ -270,13 +271,7 @@ impl AdamW {
         for gi in 0..self.groups.len() {
             for &pi in &self.groups[gi].params.clone() {
                 let p = &params[pi];
-                let st = self.state[pi].get_or_insert_with(|| ParamState {
-                    shape: p.shape.clone(),
-                    step_f32: 0.0,
-                    step_int: 0,
-                    exp_avg: vec![0.0; p.data.len()],
-                    exp_avg_sq: vec![0.0; p.data.len()],
-                });
+                let st = self.state[pi].get_or_insert_with(|| ParamState::first(p));
                 st.step_f32 += 1.0;
                 st.step_int += 1;
             }

@@ -6,7 +6,7 @@ use crate::formats::pyjson::PyJson;
 use crate::hf::args::Interval;
 use crate::hf::behaviors::BestTiming;
 use crate::hf::error::HfError;
-use crate::hf::state::is_volatile;
+use crate::hf::state::{is_log_context, is_volatile};
 use crate::numerics::py_math::{numpy_mean_f32, py_round};
 use crate::policy::best;
 use std::time::Instant;
@@ -91,7 +91,7 @@ impl<'a> Trainer<'a> {
         self.check_eval_inputs(n)?;
         let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
         let mut metrics = match given {
-            Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile(k) && k != "epoch" && k != "step").collect(),
+            Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile(k) && !is_log_context(k)).collect(),
             None if self.plan.is_some() => self.assumed_metrics(k, &prefix),
             None => self.computed_metrics(k, &prefix),
         };

@@ -475,7 +475,7 @@ fn segment(
         if let Some(ep) = e.get("epoch") {
             details.insert("epoch".into(), json_value(ep));
         }
-        let shown = d.iter().filter(|(k, _)| k != "epoch" && k != "step" && !crate::hf::state::is_volatile(k));
+        let shown = d.iter().filter(|(k, _)| !crate::hf::state::is_log_context(k) && !crate::hf::state::is_volatile(k));
         if is_eval {
             let mut metrics = Map::new();
             for (k, v) in shown {
