@@ -191,6 +191,8 @@ pub struct Args {
     /// `train_sampling_strategy` (5.2+): "random" (the default), "sequential" or
     /// "group_by_length" (the length-grouped sampler, as `group_by_length` before).
     pub train_sampling_strategy: Option<String>,
+    /// `eval_do_concat_batches` (4.40+; True where the field is missing).
+    pub eval_do_concat_batches: bool,
     /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
     pub all: Vec<(String, PyJson)>,
 }
@@ -557,6 +559,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         use_cache: raw.boolean("use_cache"),
         restore_callback_states_from_checkpoint: raw.boolean("restore_callback_states_from_checkpoint"),
         train_sampling_strategy: raw.string("train_sampling_strategy"),
+        eval_do_concat_batches: *raw.get("eval_do_concat_batches") != PyJson::Bool(false),
         debug_underflow_overflow: matches!(raw.get("debug"), PyJson::List(l) if l.contains(&PyJson::Str("underflow_overflow".into()))),
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),

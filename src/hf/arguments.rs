@@ -132,6 +132,8 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("optim_args", Reproduced),
     ("group_by_length", Reproduced),
     ("train_sampling_strategy", Reproduced),
+    // Changes nothing without compute_metrics; with one, HF raises (not modelled yet).
+    ("eval_do_concat_batches", Reproduced),
     ("include_inputs_for_metrics", Reproduced),
     ("include_for_metrics", Reproduced),
     ("include_num_input_tokens_seen", Reproduced),
@@ -203,7 +205,6 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("activation_checkpointing_kwargs", Accepted { scenario: "args-activation-checkpointing-kwargs", elsewhere: "passed to gradient_checkpointing_enable when activation checkpointing is on" }),
     ("gradient_checkpointing_kwargs", Accepted { scenario: "args-gradient-checkpointing-kwargs", elsewhere: "passed to gradient_checkpointing_enable when gradient_checkpointing is on" }),
     ("full_determinism", Accepted { scenario: "args-full-determinism", elsewhere: "turns on torch's deterministic algorithms (and CUDA's settings); CPU kernels here are deterministic already" }),
-    ("eval_do_concat_batches", Accepted { scenario: "args-eval-do-concat-batches", elsewhere: "keeps per-batch predictions as lists for compute_metrics" }),
     ("torch_empty_cache_steps", Accepted { scenario: "args-torch-empty-cache-steps", elsewhere: "empties the accelerator's memory cache every N steps" }),
     // Several processes or nodes.
     ("local_rank", SEVERAL),

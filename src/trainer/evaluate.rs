@@ -89,6 +89,7 @@ impl<'a> Trainer<'a> {
         let bs = self.args.per_device_eval_batch_size;
         let n = set.x.len();
         self.check_eval_inputs(n)?;
+        self.check_eval_concat()?;
         let given = self.plan.as_mut().and_then(|f| f.given.pop_front());
         let mut metrics = match given {
             Some(entry) => entry.into_iter().filter(|(k, _)| !is_volatile(k) && !is_log_context(k)).collect(),

@@ -44,7 +44,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("dataloader_multiprocessing_context", "how data-loading workers start, not the order or number of batches"),
     ("length_column_name", "the column group_by_length reads, not the number of steps"),
     ("eval_accumulation_steps", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
-    ("eval_do_concat_batches", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
     ("eval_use_gather_object", "how evaluation outputs are gathered for compute_metrics: the metrics are given or assumed"),
     ("batch_eval_metrics", "how compute_metrics is called: the metrics are given or assumed"),
     ("include_for_metrics", "what compute_metrics receives: the metrics are given or assumed"),
