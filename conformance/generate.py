@@ -583,11 +583,16 @@ def worker_main(task_file):
         del trainer
         if dist.is_initialized():
             dist.barrier()  # every rank is done with this run directory before the next task starts
+            # Each task starts as a launch of its own would: no process group and no accelerate
+            # state, so that its TrainingArguments set them up anew (4.31-era accelerate records
+            # the backend only when it initialises the group itself: a second Trainer of the same
+            # process pickled `backend=None` where a user's launch has 'gloo').
+            dist.destroy_process_group()
+            from accelerate.state import AcceleratorState
+            AcceleratorState._reset_state(reset_partial_state=True)
     # A gloo thread can abort a rank at interpreter exit after everything is written ("terminate
-    # called without an active exception"): leave the group, then exit without the teardown.
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    # called without an active exception"): the group was left after the last task; exit without
+    # the teardown.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -733,6 +733,16 @@ impl Args {
         }
     }
 
+    /// `TrainingArguments.should_save` in process `rank` (global), `local_rank` on its node: the
+    /// main process, or each node's first with `save_on_each_node`.
+    pub fn should_save(&self, rank: usize, local_rank: usize) -> bool {
+        if self.field("save_on_each_node") == Some(&PyJson::Bool(true)) {
+            local_rank == 0
+        } else {
+            rank == 0
+        }
+    }
+
     /// A field as HF holds it (None: the release lacks it).
     pub fn field(&self, name: &str) -> Option<&PyJson> {
         self.all.iter().find(|(n, _)| n == name).map(|(_, v)| v)

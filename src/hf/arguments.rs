@@ -96,6 +96,8 @@ const HUB: Status = Refused(Network);
 pub const ARGUMENTS: &[(&str, Status)] = &[
     // The training schedule and the data.
     ("max_steps", Reproduced),
+    // Which process of a launch writes a checkpoint's shared files (contract v3 part 2).
+    ("save_on_each_node", Reproduced),
     ("num_train_epochs", Reproduced),
     ("per_device_train_batch_size", Reproduced),
     ("per_device_eval_batch_size", Reproduced),
@@ -214,7 +216,6 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("ddp_broadcast_buffers", SEVERAL),
     ("ddp_timeout", SEVERAL),
     ("ddp_static_graph", SEVERAL),
-    ("save_on_each_node", SEVERAL),
     ("log_on_each_node", SEVERAL),
     ("log_level_replica", SEVERAL),
     ("dispatch_batches", SEVERAL),

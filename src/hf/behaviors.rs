@@ -596,6 +596,29 @@ behaviors! {
     ];
 }
 
+behaviors! {
+    /// What a launch of several processes changes (contract v3 part 2, issue 18), keyed by the
+    /// transformers release (its profile pins the accelerate that shards the data). Found in the
+    /// distributed goldens (torchrun, gloo, 2 processes or 2 nodes); `ckptspec versions` prints it.
+    struct LaunchBehaviors;
+    /// Every loss is multiplied by the number of processes before backward and logging
+    /// (`average_tokens_across_devices` with a model whose forward takes `**kwargs`, which the
+    /// world's models do, and `num_items_in_batch` counted): the averaged gradient becomes their sum.
+    loss_times_world: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// The pickled arguments' `distributed_state` (accelerate's `PartialState`, backend "gloo"
+    /// in every release) holds an indexed device `cpu:<local_process_index>` (the arguments'
+    /// cached `_setup_devices` is that device); before, the plain `cpu` device. Seen in 4.31.0
+    /// (plain) and 5.24.0 (indexed); the release between is not pinned down yet.
+    state_device_indexed: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// `PartialState` sets `local_process_index` before `num_processes` and `process_index` in a
+    /// launch (the pickled `__dict__` keeps that order); later releases keep the one-process order.
+    state_local_index_first: bool = ["4.31.0" => true, "4.40.0" => false];
+    /// `save_pretrained` writes the weights and config.json only in the launch's main process:
+    /// another node's first process (save_on_each_node) writes the rest of the checkpoint
+    /// without them; before, it wrote them too.
+    save_pretrained_main_only: bool = ["4.31.0" => false, "5.0.0" => true];
+}
+
 impl TorchLayout {
     /// torch 2.1.2 (with transformers 4.31.0) and torch 2.13.0 (with 5.24.0): for tests.
     pub fn v2_1() -> TorchLayout {

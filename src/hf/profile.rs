@@ -11,7 +11,7 @@
 //! ../shared/notes/hf-checkpoint-behavior.md maps the eras; the golden folders judge.
 
 use crate::formats::torch_format::ArchiveStyle;
-use crate::hf::behaviors::{Behaviors, ResumeBehaviors, TorchLayout};
+use crate::hf::behaviors::{Behaviors, LaunchBehaviors, ResumeBehaviors, TorchLayout};
 use crate::hf::peft::{Peft, PeftBehaviors};
 use crate::hf::version::{at, Row, Version};
 use serde_json::Value;
@@ -168,6 +168,11 @@ impl Profile {
         ResumeBehaviors::at(Version::parse(self.version).expect("profile versions parse"))
     }
 
+    /// What this release does differently in a launch of several processes.
+    pub fn launch_rules(&self) -> LaunchBehaviors {
+        LaunchBehaviors::at(Version::parse(self.version).expect("profile versions parse"))
+    }
+
     /// The profile of an exactly profiled HF version, or an error listing the supported ones
     /// (see [`resolve`] for other patches).
     pub fn get(version: &str) -> Result<Profile, String> {
@@ -294,6 +299,10 @@ pub fn render_table(per_release: bool) -> String {
             let cells: Vec<String> = vs.iter().map(|v| at(&row.changes, Version::parse(v).expect("profile versions parse"))).collect();
             out.push_str(&format!("resume.{}\t{}\n", row.name, cells.join("\t")));
         }
+        for row in LaunchBehaviors::table() {
+            let cells: Vec<String> = vs.iter().map(|v| at(&row.changes, Version::parse(v).expect("profile versions parse"))).collect();
+            out.push_str(&format!("launch.{}\t{}\n", row.name, cells.join("\t")));
+        }
         for row in TorchLayout::table() {
             let cells: Vec<String> = profiles.iter().map(|p| at(&row.changes, p.torch)).collect();
             out.push_str(&format!("torch.{}\t{}\n", row.name, cells.join("\t")));
@@ -314,6 +323,8 @@ pub fn render_table(per_release: bool) -> String {
     push_rows(&mut out, &rows, width, true);
     out.push_str("\nresume: how train(resume_from_checkpoint=...) treats a checkpoint (from HF's source, checked by the resume goldens and tests/resume.rs)\n\n");
     push_rows(&mut out, &ResumeBehaviors::table(), width, true);
+    out.push_str("\nlaunch: what a launch of several processes changes (torchrun, gloo; found in the distributed goldens)\n\n");
+    push_rows(&mut out, &LaunchBehaviors::table(), width, true);
     out.push_str("\ntorch: what a torch release writes differently (keyed by the profile's torch line)\n\n");
     push_rows(&mut out, &TorchLayout::table(), width, false);
     out.push_str("\ntorch lines (golden/hf-V/ENVIRONMENT):\n");

@@ -85,6 +85,10 @@ pub struct TrainerState {
     pub train_batch_size: Option<usize>,
     /// `stateful_callbacks` as last refreshed (at init, then at each save).
     pub stateful_callbacks: Vec<(String, PyJson)>,
+    /// `is_local_process_zero` / `is_world_process_zero`: the writing process's place in a launch
+    /// (both true for one process).
+    pub is_local_process_zero: bool,
+    pub is_world_process_zero: bool,
 }
 
 impl TrainerState {
@@ -100,6 +104,8 @@ impl TrainerState {
             intervals: None,
             train_batch_size: None,
             stateful_callbacks: vec![],
+            is_local_process_zero: true,
+            is_world_process_zero: true,
         }
     }
 
@@ -112,8 +118,8 @@ impl TrainerState {
             ("epoch".into(), self.epoch.map(|e| e.to_json()).unwrap_or(PyJson::Null)),
             ("global_step".into(), PyJson::Int(self.global_step as i128)),
             ("is_hyper_param_search".into(), PyJson::Bool(false)),
-            ("is_local_process_zero".into(), PyJson::Bool(true)),
-            ("is_world_process_zero".into(), PyJson::Bool(true)),
+            ("is_local_process_zero".into(), PyJson::Bool(self.is_local_process_zero)),
+            ("is_world_process_zero".into(), PyJson::Bool(self.is_world_process_zero)),
             ("log_history".into(), PyJson::List(self.log_history.iter().map(|e| PyJson::Dict(e.clone())).collect())),
             ("max_steps".into(), PyJson::Int(self.max_steps as i128)),
             ("num_train_epochs".into(), PyJson::Int(self.num_train_epochs as i128)),

@@ -1,6 +1,7 @@
 //! torch's and transformers' arithmetic, bit for bit for the contract's model: the learning-rate
 //! schedules, AdamW and SGD, ReduceLROnPlateau and GreedyLR, the RNGs (MT19937, torch's
-//! generator, CPython's and numpy's states) and the order of the training data.
+//! generator, CPython's and numpy's states), the order of the training data and its split between
+//! the processes of a launch ([`shard`]).
 //! Python's `round` and numpy's float32 mean ([`py_math`]) for the logged numbers.
 //!
 //! Invariant: uses [`crate::formats`] and [`crate::hf`] only (a torch release's numeric details
@@ -14,3 +15,4 @@ pub mod py_math;
 pub mod rng;
 pub mod sampler;
 pub mod sgd;
+pub mod shard;

@@ -89,11 +89,19 @@ pub struct TrainRngTracker {
     /// A `SequentialSampler` (5.2+'s `train_sampling_strategy="sequential"`): every epoch in row
     /// order; accelerate replaces only a RandomSampler, so no sampler draws, only `_base_seed`.
     pub sequential: bool,
+    /// In a launch of several processes, accelerate gives a `RandomSampler` that has no generator
+    /// its own `torch.Generator()` (torch's default seed, 67280421310721) and keeps the processes'
+    /// copies in step: [`SamplerKind::GlobalDrawnSeed`]'s epochs then draw their orders from it,
+    /// one epoch after another, and take no seed from the global generator.
+    pub own: Option<TorchGenerator>,
 }
+
+/// `torch.Generator()`'s seed (`default_rng_seed_val`).
+pub const TORCH_DEFAULT_SEED: u64 = 67280421310721;
 
 impl TrainRngTracker {
     pub fn new(kind: SamplerKind, seed: u64, data_seed: Option<u64>) -> Self {
-        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0, sequential: false }
+        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0, sequential: false, own: None }
     }
 
     fn draw_int64(&mut self) -> i64 {
@@ -113,10 +121,23 @@ impl TrainRngTracker {
         match self.kind {
             SamplerKind::SeedableEpochSeed => seedable_epoch_order(self.seed, self.data_seed, n, epoch),
             SamplerKind::SeedableCumulativeSeed => cumulative_epoch_order(self.seed, n, epoch),
-            SamplerKind::GlobalDrawnSeed => {
-                let s = self.draw_int64();
-                perm(s as u64, n)
-            }
+            SamplerKind::GlobalDrawnSeed => match &mut self.own {
+                Some(g) => g.randperm(n).into_iter().map(|i| i as usize).collect(),
+                None => {
+                    let s = self.draw_int64();
+                    perm(s as u64, n)
+                }
+            },
+        }
+    }
+
+    /// The epoch's DataLoader fetched its last batch (accelerate fetches one batch ahead, so
+    /// this happens before the last batch trains): the sampler runs to its end. A torch
+    /// `RandomSampler` with a generator of its own then makes one more `randperm(n)` for
+    /// `num_samples % n` (zero) rows: [`Self::own`]'s generator moves on by it.
+    pub fn end_train_epoch(&mut self, n: usize) {
+        if let (SamplerKind::GlobalDrawnSeed, false, Some(g)) = (self.kind, self.sequential, &mut self.own) {
+            let _ = g.randperm(n);
         }
     }
 
@@ -131,7 +152,14 @@ impl TrainRngTracker {
             }
             EpochSkip::WholeSampler => {
                 if self.kind == SamplerKind::GlobalDrawnSeed && !self.sequential {
-                    let _ = self.draw_int64();
+                    match &mut self.own {
+                        Some(g) => {
+                            let _ = g.randperm(n);
+                        }
+                        None => {
+                            let _ = self.draw_int64();
+                        }
+                    }
                 }
                 self.epochs_started += 1;
             }

@@ -108,9 +108,26 @@ pub fn write_config(dir: &Path, profile: &Profile, (architecture, model_type): (
 /// the generator) carries HF's private state; the fields this scenario resolves differently are
 /// patched in, enum-typed ones as enum members.
 pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result<()> {
+    write_training_args_of(dir, profile, args, None)
+}
+
+/// The writing process's place in a launch of several processes, as accelerate's `PartialState`
+/// (pickled inside the arguments as `distributed_state`) records it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessPlace {
+    pub num_processes: usize,
+    pub process_index: usize,
+    pub local_process_index: usize,
+}
+
+/// [`write_training_args`] as a process of a launch pickles its arguments (`None`: one process).
+pub fn write_training_args_of(dir: &Path, profile: &Profile, args: &Args, place: Option<ProcessPlace>) -> Result<()> {
     let mut obj = torch_format::unpickle(profile.training_args_template).map_err(e)?;
     let Value::Object(o) = &mut obj else { return Err("TRAINING_ARGS.pkl is not an object".into()) };
     let Some(Value::Dict(state)) = o.state.as_mut() else { return Err("TRAINING_ARGS.pkl has no __dict__".into()) };
+    if let Some(pl) = place {
+        launch_state(state, profile, pl)?;
+    }
     for (name, v) in &args.all {
         if profile.default_of(name).map(PyJson::from).as_ref() == Some(v) {
             continue;
@@ -154,6 +171,54 @@ pub fn write_training_args(dir: &Path, profile: &Profile, args: &Args) -> Result
     save_torch(&dir.join("training_args.bin"), &obj, profile)
 }
 
+/// The arguments' `distributed_state` (and what hangs on it) as a process of a launch pickles
+/// it: `MULTI_CPU`, its process numbers, the gloo backend (a launch's first Trainer initialises
+/// the process group itself), and per release an indexed device and the order of the keys
+/// (`LaunchBehaviors`).
+fn launch_state(state: &mut [(Value, Value)], profile: &Profile, pl: ProcessPlace) -> Result<()> {
+    let rules = profile.launch_rules();
+    let device = rules.state_device_indexed.then(|| Value::reduce("torch", "device", vec![Value::str("cpu"), Value::Int(pl.local_process_index as i64)]));
+    for (k, v) in state.iter_mut() {
+        match k.as_str() {
+            Some("local_rank") if *v == Value::Int(0) => *v = Value::Int(pl.local_process_index as i64),
+            Some("_setup_devices") | Some("__cached__setup_devices") => {
+                if let Some(d) = &device {
+                    *v = d.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some((_, Value::Object(ds))) = state.iter_mut().find(|(k, _)| k.as_str() == Some("distributed_state")) else {
+        return Err("TRAINING_ARGS.pkl: no distributed_state".into());
+    };
+    let Some(Value::Dict(d)) = ds.state.as_mut() else { return Err("TRAINING_ARGS.pkl: distributed_state has no __dict__".into()) };
+    let set = |d: &mut Vec<(Value, Value)>, key: &str, v: Value| match d.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
+        Some(slot) => {
+            slot.1 = v;
+            Ok(())
+        }
+        None => Err(format!("TRAINING_ARGS.pkl: distributed_state has no {key}")),
+    };
+    set(d, "distributed_type", Value::enum_member("accelerate.utils.dataclasses", "DistributedType", Value::str("MULTI_CPU")))?;
+    set(d, "num_processes", Value::Int(pl.num_processes as i64))?;
+    set(d, "process_index", Value::Int(pl.process_index as i64))?;
+    set(d, "local_process_index", Value::Int(pl.local_process_index as i64))?;
+    set(d, "backend", Value::str("gloo"))?;
+    if let Some(dev) = device {
+        set(d, "device", dev)?;
+    }
+    if rules.state_local_index_first {
+        // local_process_index moves to just before num_processes.
+        if let Some(i) = d.iter().position(|(k, _)| k.as_str() == Some("local_process_index")) {
+            let entry = d.remove(i);
+            let at = d.iter().position(|(k, _)| k.as_str() == Some("num_processes")).unwrap_or(d.len());
+            d.insert(at, entry);
+        }
+    }
+    Ok(())
+}
+
 pub fn pyjson_to_value(v: &PyJson) -> Value {
     match v {
         PyJson::Null => Value::None,
@@ -174,6 +239,12 @@ pub fn write_pyvalue(path: &Path, v: &PyValue, profile: &Profile) -> Result<()> 
 /// `rng_state.pth`: `{"python": random.getstate(), "numpy": np.random.get_state(), "cpu":
 /// torch.get_rng_state()}` (CPU runs have no cuda entry).
 pub fn write_rng(dir: &Path, profile: &Profile, seed: i64, torch_state: &[u8]) -> Result<()> {
+    write_rng_named(dir, "rng_state.pth", profile, seed, torch_state)
+}
+
+/// [`write_rng`] under another name: `rng_state_{process_index}.pth` in a launch of several
+/// processes (the archive's record prefix follows the file name, as torch.save makes it).
+pub fn write_rng_named(dir: &Path, file: &str, profile: &Profile, seed: i64, torch_state: &[u8]) -> Result<()> {
     let py = PythonRandomState::seeded(seed);
     let python = Value::Tuple(vec![
         Value::Int(py.version),
@@ -192,7 +263,7 @@ pub fn write_rng(dir: &Path, profile: &Profile, seed: i64, torch_state: &[u8]) -
     ]);
     let cpu = Value::Tensor(Tensor::from_vec(&[torch_state.len() as i64], torch_state.to_vec()).map_err(e)?);
     let d = Value::dict([("python", python), ("numpy", numpy), ("cpu", cpu)]);
-    save_torch(&dir.join("rng_state.pth"), &d, profile)
+    save_torch(&dir.join(file), &d, profile)
 }
 
 /// A 1-d little-endian uint32 numpy array as `ndarray.__reduce__` pickles it.

@@ -11,14 +11,60 @@ use crate::numerics::lr::LambdaLrState;
 use crate::policy::{best, rotation};
 use crate::save::{atomic, store};
 use crate::save::store::StateDictContainer;
+use crate::world::launch::Rank;
 use crate::world::scenario::ModelKind;
 use std::path::Path;
 use super::{io_err, DeleteRule, DiskEvent, SaveMode, Trainer};
 use super::optimizer::Scheduler;
 
 impl<'a> Trainer<'a> {
-    /// `_save_checkpoint`.
+    /// `_save_checkpoint` in every process of the launch: the main process's (all a run of one
+    /// process has), then each other process's on its node's disk.
     pub(super) fn save_checkpoint(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
+        self.save_checkpoint_of_writer(metrics)?;
+        for r in self.launch.ranks().into_iter().skip(1) {
+            self.save_checkpoint_of(r, metrics)?;
+        }
+        Ok(())
+    }
+
+    /// `_save_checkpoint` in process `r` (not the main one). One that should save (each node's
+    /// first with save_on_each_node) writes the checkpoint on its node's disk as the main process
+    /// does, with its own `is_*_process_zero`, and rotates that disk; the others write only
+    /// their `rng_state_{r}.pth`. Its state changes stay its own: the main process's state is
+    /// the run's.
+    fn save_checkpoint_of(&mut self, r: Rank, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
+        let cwd = self.launch.node_dir(&self.root_dir, r.node);
+        if self.args.should_save(r.rank, r.local_rank) {
+            let (state, events) = (self.state.clone(), self.events.len());
+            let main_dir = std::mem::replace(&mut self.run_dir, cwd);
+            self.state.is_world_process_zero = false;
+            self.state.is_local_process_zero = r.local_rank == 0;
+            self.writer = r;
+            let res = self.save_checkpoint_of_writer(metrics);
+            self.writer = self.launch.ranks()[0];
+            self.run_dir = main_dir;
+            self.state = state;
+            self.events.truncate(events);
+            return res;
+        }
+        if self.args.save_only_model {
+            return Ok(());
+        }
+        let dir = cwd.join(self.output_rel()).join(format!("checkpoint-{}", self.state.global_step));
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let file = self.rng_file(r.rank);
+        store::write_rng_named(&dir, &file, self.profile, self.args.seed, &self.rank_torch_state(r.rank)).map_err(|e| io_err(&dir, e))
+    }
+
+    /// The rng file of process `rank`: `rng_state.pth` for a run of one process.
+    pub(super) fn rng_file(&self, rank: usize) -> String {
+        if self.launch.world_size() > 1 { format!("rng_state_{rank}.pth") } else { "rng_state.pth".into() }
+    }
+
+    /// `_save_checkpoint` as the writing process (`self.writer`, the main one unless
+    /// [`Self::save_checkpoint_of`] says otherwise) does it.
+    fn save_checkpoint_of_writer(&mut self, metrics: Option<&Vec<(String, PyJson)>>) -> Result<(), HfError> {
         let p = self.profile;
         self.store_flos();
         let folder = format!("checkpoint-{}", self.state.global_step);
@@ -143,7 +189,9 @@ impl<'a> Trainer<'a> {
         // `_align_special_tokens` at the start of train() (the scenarios save only after it).
         let pad = p.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && p.aligns_special_tokens);
         let (a, b) = (self.sc.model.a, self.sc.model.b);
+        let pretrained_skipped = self.writer.rank != 0 && p.launch_rules().save_pretrained_main_only;
         match self.sc.model.kind {
+            ModelKind::Regression | ModelKind::Linear | ModelKind::Lora if pretrained_skipped => {}
             ModelKind::Regression | ModelKind::Linear => {
                 write(weights, StateDictContainer::Dict, true)?;
                 let names = if self.sc.model.kind == ModelKind::Linear { ("LinearModel", "linear") } else { ("RegressionModel", "regression") };
@@ -172,7 +220,12 @@ impl<'a> Trainer<'a> {
                 store::write_text(&path, text).map_err(|e| io_err(&path, e))?;
             }
         }
-        store::write_training_args(dir, p, &self.args).map_err(|e| io_err(dir, e))
+        let place = (self.launch.world_size() > 1).then(|| store::ProcessPlace {
+            num_processes: self.launch.world_size(),
+            process_index: self.writer.rank,
+            local_process_index: self.writer.local_rank,
+        });
+        store::write_training_args_of(dir, p, &self.args, place).map_err(|e| io_err(dir, e))
     }
 
     /// The weights file `_load_best_model` reads from a checkpoint folder: for a `PeftModel` the
@@ -196,7 +249,22 @@ impl<'a> Trainer<'a> {
     }
 
     pub(super) fn write_rng(&self, dir: &Path) -> Result<(), HfError> {
-        store::write_rng(dir, self.profile, self.args.seed, &self.rng.torch_state()).map_err(|e| io_err(dir, e))
+        let rank = self.writer.rank;
+        store::write_rng_named(dir, &self.rng_file(rank), self.profile, self.args.seed, &self.rank_torch_state(rank)).map_err(|e| io_err(dir, e))
+    }
+
+    /// Process `rank`'s global torch generator: the main process's, unless a resume did not
+    /// restore this process's (its rng file was missing) while it restored the main one's: then
+    /// `set_seed(seed)`'s generator after the same draws.
+    pub(super) fn rank_torch_state(&self, rank: usize) -> Vec<u8> {
+        if self.rng_restored.get(rank).copied().unwrap_or(true) == self.rng_restored.first().copied().unwrap_or(true) {
+            return self.rng.torch_state();
+        }
+        let mut g = crate::numerics::rng::TorchGenerator::new(self.args.seed as u64);
+        for _ in 0..self.rng.draws_u32 {
+            g.random();
+        }
+        g.get_state()
     }
 
     /// `trainer.save_model()` after train(): weights, config and training_args.bin in output_dir.

@@ -8,6 +8,7 @@ use crate::hf::behaviors::BestTiming;
 use crate::hf::error::HfError;
 use crate::hf::state::{is_log_context, is_volatile};
 use crate::numerics::py_math::{numpy_mean_f32, py_round};
+use crate::numerics::shard;
 use crate::policy::best;
 use std::time::Instant;
 use super::optimizer::Scheduler;
@@ -157,16 +158,32 @@ impl<'a> Trainer<'a> {
         let n = set.x.len();
         let rows: Vec<usize> = (0..n).collect();
         let mut losses: Vec<f32> = vec![];
-        let chunks: Vec<&[usize]> = rows.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).collect();
-        let nbatches = chunks.len();
-        for (bi, c) in chunks.into_iter().enumerate() {
-            let (x, y) = set.batch(c);
-            let l = tch::no_grad(|| self.model.loss(&x, &y));
-            let l = f32::try_from(&l).unwrap();
-            // losses.repeat(eval_batch_size), then gather_for_metrics drops the padding of the
-            // last batch.
-            let keep = if bi + 1 == nbatches { c.len() } else { bs };
-            losses.extend(std::iter::repeat_n(l, keep));
+        let chunks: Vec<Vec<usize>> = rows.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).map(|c| c.to_vec()).collect();
+        let world = self.launch.world_size();
+        if world == 1 {
+            let nbatches = chunks.len();
+            for (bi, c) in chunks.iter().enumerate() {
+                let (x, y) = set.batch(c);
+                let l = tch::no_grad(|| self.model.loss(&x, &y));
+                let l = f32::try_from(&l).unwrap();
+                // losses.repeat(eval_batch_size), then gather_for_metrics drops the padding of the
+                // last batch.
+                let keep = if bi + 1 == nbatches { c.len() } else { bs };
+                losses.extend(std::iter::repeat_n(l, keep));
+            }
+        } else {
+            // Each process evaluates its shard (the last batches completed from the first rows);
+            // each step's losses are gathered in rank order, and `gather_for_metrics` with
+            // `all_losses[:num_samples]` keeps the first `len(eval_dataset)` of them.
+            for step in shard::steps_of(&chunks, bs, world, self.args.dataloader_drop_last) {
+                for c in &step {
+                    let (x, y) = set.batch(c);
+                    let l = tch::no_grad(|| self.model.loss(&x, &y));
+                    let l = if self.profile.launch_rules().loss_times_world { l * world as f64 } else { l };
+                    losses.extend(std::iter::repeat_n(f32::try_from(&l).unwrap(), c.len()));
+                }
+            }
+            losses.truncate(n);
         }
         let mut metrics = self.scripted_metrics(k);
         if !losses.is_empty() {

@@ -44,6 +44,7 @@ use crate::numerics::lr::{Schedule, ScheduleKind};
 use crate::numerics::optim::{self, AdamW};
 use crate::numerics::sampler::TrainRngTracker;
 use crate::world::data::DataSet;
+use crate::world::launch::{LaunchSpec, Rank};
 use crate::world::model::Model;
 use crate::world::scenario::{FinallyCall, Scenario, ScenarioError};
 use optimizer::{optim_kind, Optim, Scheduler};
@@ -98,7 +99,8 @@ struct Trainer<'a> {
     control: Control,
     rng: TrainRngTracker,
     iv: Intervals,
-    tr_loss: f32,
+    /// `tr_loss` of each process of the launch (rank order; one for a run of one process).
+    tr_loss: Vec<f32>,
     total_loss_scalar: f64,
     last_logged: u64,
     metric_calls: Vec<usize>,
@@ -126,6 +128,19 @@ struct Trainer<'a> {
     /// (`batch_size_from_state`), the resumed run batches as the first did, whatever
     /// per_device_train_batch_size now says.
     state_batch_size: Option<usize>,
+    /// The processes and disks of this run (contract v3 part 2). `run_dir` is global rank 0's
+    /// working directory (`node-0/` with per-node disks); `root_dir` the run directory.
+    launch: LaunchSpec,
+    root_dir: PathBuf,
+    /// Each process's gradients accumulated since the last optimizer step (a launch of several
+    /// processes: DDP's `no_sync` micro-batches), reduced at the step.
+    rank_grads: Vec<Vec<tch::Tensor>>,
+    /// The process whose `_save_checkpoint` is being written (the main one but while another
+    /// node's first process writes its own checkpoint).
+    writer: Rank,
+    /// Per process: whether a resume restored its generator from its rng file (all true when no
+    /// resume loaded one or every process found its file).
+    rng_restored: Vec<bool>,
 }
 
 /// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
@@ -222,11 +237,13 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         if sc.resume.is_none() || error != PyJson::Null {
             return Err(RunError::NotImplemented(format!("{}: the second phase needs a resume scenario whose first run succeeded", sc.name)));
         }
-        (error, state)
+        (error, state, r.get("ranks").cloned())
     } else {
         let mut state_out: Option<PyJson> = None;
         let outcome = run_inner(sc, profile, run_dir, mode, plan.as_deref_mut(), None, &mut state_out, &mut events);
-        let first = (error_json(outcome)?, state_out.unwrap_or(PyJson::Null));
+        let error = error_json(outcome)?;
+        let first = (ranks_json(&sc.first_launch(), &error), error, state_out.unwrap_or(PyJson::Null));
+        let first = (first.1, first.2, first.0);
         match &sc.resume {
             Some(r) if first.0 == PyJson::Null => {
                 for d in &r.damage {
@@ -253,7 +270,9 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         feed.begin_second_run();
     }
     let outcome = run_inner(&second, profile, run_dir, mode, plan, Some(&from), &mut state_out, &mut events);
-    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), Some(first))?;
+    let error = error_json(outcome)?;
+    let ranks = ranks_json(&sc.second_launch(), &error);
+    write_result(profile, run_dir, (error, state_out.unwrap_or(PyJson::Null), ranks), Some(first))?;
     Ok(events)
 }
 
@@ -274,7 +293,9 @@ pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, 
     let mut state_out: Option<PyJson> = None;
     let mut events = vec![];
     let outcome = run_inner(sc, profile, run_dir, mode, None, Some(from), &mut state_out, &mut events);
-    write_result(profile, run_dir, (error_json(outcome)?, state_out.unwrap_or(PyJson::Null)), None)?;
+    let error = error_json(outcome)?;
+    let ranks = ranks_json(&sc.second_launch(), &error);
+    write_result(profile, run_dir, (error, state_out.unwrap_or(PyJson::Null), ranks), None)?;
     Ok(events)
 }
 
@@ -292,14 +313,46 @@ fn error_json(outcome: Result<(), HfError>) -> Result<PyJson, RunError> {
 }
 
 /// `result.json`: (error, final_state) of the run, and of the first run of a resume scenario.
-fn write_result(profile: &Profile, run_dir: &Path, run: (PyJson, PyJson), first: Option<(PyJson, PyJson)>) -> Result<(), RunError> {
+/// One phase's outcome for result.json: (error, final_state, the `ranks` of a launch of several
+/// processes).
+type PhaseOutcome = (PyJson, PyJson, Option<PyJson>);
+
+/// result.json's `ranks` for a phase of several processes: every process's outcome, by rank.
+/// The simulated processes run in lockstep, so each ends with the main process's error.
+fn ranks_json(launch: &LaunchSpec, error: &PyJson) -> Option<PyJson> {
+    (launch.world_size() > 1).then(|| {
+        PyJson::List(
+            launch
+                .ranks()
+                .iter()
+                .map(|r| {
+                    PyJson::Dict(vec![
+                        ("rank".into(), PyJson::Int(r.rank as i128)),
+                        ("node".into(), PyJson::Int(r.node as i128)),
+                        ("local_rank".into(), PyJson::Int(r.local_rank as i128)),
+                        ("error".into(), error.clone()),
+                    ])
+                })
+                .collect(),
+        )
+    })
+}
+
+fn write_result(profile: &Profile, run_dir: &Path, run: PhaseOutcome, first: Option<PhaseOutcome>) -> Result<(), RunError> {
     let mut result = vec![
         ("hf_version".into(), PyJson::Str(profile.version.into())),
         ("error".into(), run.0),
         ("final_state".into(), run.1),
     ];
-    if let Some((error, state)) = first {
-        result.push(("first".into(), PyJson::Dict(vec![("error".into(), error), ("final_state".into(), state)])));
+    if let Some(ranks) = run.2 {
+        result.push(("ranks".into(), ranks));
+    }
+    if let Some((error, state, ranks)) = first {
+        let mut f = vec![("error".into(), error), ("final_state".into(), state)];
+        if let Some(ranks) = ranks {
+            f.push(("ranks".into(), ranks));
+        }
+        result.push(("first".into(), PyJson::Dict(f)));
     }
     let text = crate::formats::pyjson::dumps(&PyJson::Dict(result), &DumpOptions { indent: Some(2), ..DumpOptions::default() })
         .map_err(|e| RunError::NotImplemented(format!("result.json: {e}")))?;
@@ -317,6 +370,7 @@ fn run_inner(
     state_out: &mut Option<PyJson>,
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
+    let launch = if resume.is_some() { sc.second_launch() } else { sc.first_launch() };
     let args = args::resolve(&sc.args, profile)?;
     if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::runs(k, v, profile)) {
         return Err(HfError::not_modelled(match crate::hf::arguments::status(k) {
@@ -324,7 +378,7 @@ fn run_inner(
             _ => format!("argument {k}={v}"),
         }));
     }
-    let mut t = Trainer::new(sc, profile, args, run_dir)?;
+    let mut t = Trainer::new(sc, profile, args, run_dir, launch)?;
     t.mode = mode;
     if let Some(feed) = plan.as_deref_mut() {
         t.numerics = false;
@@ -361,7 +415,7 @@ fn io_err(path: &Path, e: impl fmt::Display) -> HfError {
 
 impl<'a> Trainer<'a> {
     /// `Trainer.__init__`: model, data, the version's init-time checks.
-    fn new(sc: &'a Scenario, profile: &'a Profile, mut args: Args, run_dir: &Path) -> Result<Trainer<'a>, HfError> {
+    fn new(sc: &'a Scenario, profile: &'a Profile, mut args: Args, run_dir: &Path, launch: LaunchSpec) -> Result<Trainer<'a>, HfError> {
         tch::set_num_threads(1);
         // `if (args.fp16 or args.bf16) and args.half_precision_backend == "auto"` on the CPU
         // device: bf16 gets "cpu_amp" (fp16 raised earlier where torch lacks CPU fp16).
@@ -387,12 +441,21 @@ impl<'a> Trainer<'a> {
         // `if self.args.should_save: os.makedirs(self.args.output_dir, exist_ok=True)` (every
         // release): an empty output_dir is not part of a run directory's structure, but a later
         // `resume_from_checkpoint=True` lists it.
-        let out = run_dir.join("output");
-        std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+        // Every process that should save makes its disk's output_dir (node K's own with per-node
+        // disks and save_on_each_node).
+        for r in launch.ranks() {
+            if args.should_save(r.rank, r.local_rank) {
+                let out = launch.node_dir(run_dir, r.node).join("output");
+                std::fs::create_dir_all(&out).map_err(|e| io_err(&out, e))?;
+            }
+        }
         let seed = args.seed as u64;
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
         let mut rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
         rng.sequential = args.train_sampling_strategy.as_deref() == Some("sequential");
+        if launch.world_size() > 1 && profile.sampler == crate::hf::behaviors::SamplerKind::GlobalDrawnSeed {
+            rng.own = Some(crate::numerics::rng::TorchGenerator::new(crate::numerics::sampler::TORCH_DEFAULT_SEED));
+        }
         let lr = args.learning_rate;
         let model = Model::new(&sc.model);
         let decay = optim::hf_decay_mask(&model.trainable_names(), profile.decay_norm_patterns);
@@ -412,7 +475,6 @@ impl<'a> Trainer<'a> {
         Ok(Trainer {
             profile,
             sc,
-            run_dir: run_dir.to_path_buf(),
             model,
             train: DataSet::new(None, sc.data.train, 0),
             evals,
@@ -423,7 +485,7 @@ impl<'a> Trainer<'a> {
             control: Control::default(),
             rng,
             iv: Intervals::resolve(&args, 0),
-            tr_loss: 0.0,
+            tr_loss: vec![0.0; launch.world_size()],
             total_loss_scalar: 0.0,
             last_logged: 0,
             metric_calls: vec![],
@@ -439,6 +501,12 @@ impl<'a> Trainer<'a> {
             resume: None,
             initial_global_step: 0,
             state_batch_size: None,
+            run_dir: launch.node_dir(run_dir, 0),
+            root_dir: run_dir.to_path_buf(),
+            launch,
+            rank_grads: vec![],
+            writer: launch.ranks()[0],
+            rng_restored: vec![],
             args,
         })
     }

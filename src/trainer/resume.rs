@@ -263,7 +263,16 @@ impl<'a> Trainer<'a> {
     /// is absent: HF only logs that).
     pub(super) fn load_rng_state(&mut self) -> Result<(), HfError> {
         let Some(r) = &self.resume else { return Ok(()) };
-        let path = self.run_dir.join(&r.rel).join("rng_state.pth");
+        // Each process reads its own file (`rng_state_{process_index}.pth` in a launch of
+        // several), from its node's disk; one without it keeps its generator.
+        let rel = r.rel.clone();
+        self.rng_restored = self
+            .launch
+            .ranks()
+            .iter()
+            .map(|k| self.launch.node_dir(&self.root_dir, k.node).join(&rel).join(self.rng_file(k.rank)).is_file())
+            .collect();
+        let path = self.run_dir.join(&rel).join(self.rng_file(0));
         if !path.is_file() {
             return Ok(());
         }

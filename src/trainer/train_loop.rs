@@ -10,6 +10,7 @@ use crate::hf::error::HfError;
 use crate::hf::state::{Intervals, LogEntry};
 use crate::numerics::optim;
 use crate::numerics::py_math::py_round;
+use crate::numerics::shard;
 use crate::policy::{rotation, schedule};
 use crate::save::store;
 use std::time::Instant;
@@ -25,7 +26,12 @@ impl<'a> Trainer<'a> {
         let a = &self.args;
         let bs = self.state_batch_size.unwrap_or(a.per_device_train_batch_size);
         let n = self.train.x.len();
-        let len_dl = if a.dataloader_drop_last { n / bs } else { n.div_ceil(bs) };
+        let world = self.launch.world_size();
+        if world > 2 {
+            return Err(HfError::not_modelled("a launch of more than 2 processes (the order in which gloo sums their gradients)"));
+        }
+        // accelerate's BatchSamplerShard: each process's share of the epoch's batches.
+        let len_dl = shard::sharded_len(if a.dataloader_drop_last { n / bs } else { n.div_ceil(bs) }, world, a.dataloader_drop_last);
         let ga = a.gradient_accumulation_steps;
         let nupe = if p.ceil_update_steps {
             (len_dl / ga + usize::from(len_dl % ga > 0)).max(1)
@@ -163,11 +169,13 @@ impl<'a> Trainer<'a> {
             if reordered {
                 self.rng.epochs_started = epoch + 1;
             }
-            let batches: Vec<Vec<usize>> = order
+            let global: Vec<Vec<usize>> = order
                 .chunks(bs)
                 .filter(|c| !(self.args.dataloader_drop_last && c.len() < bs))
                 .map(|c| c.to_vec())
                 .collect();
+            // Step s of the epoch: every process's batch (one process: the batch itself).
+            let batches: Vec<Vec<Vec<usize>>> = shard::steps_of(&global, bs, world, self.args.dataloader_drop_last);
             let mut step: i64 = -1;
             if let (true, Some(message)) = (batches.is_empty(), self.profile.empty_dataloader_none_error) {
                 // accelerate's DataLoaderShard (before 1.3) yields one None from an empty
@@ -179,11 +187,11 @@ impl<'a> Trainer<'a> {
             let skip = if resumed_epoch { steps_trained_in_epoch.min(batches.len()) } else { 0 };
             let rules = self.resume_rules();
             let from_skip_point = skip > 0 && rules.resumed_updates_from_skip_point;
-            let source: &[Vec<usize>] = if from_skip_point { &batches[skip..] } else { &batches };
+            let source: &[Vec<Vec<usize>>] = if from_skip_point { &batches[skip..] } else { &batches };
             // HF's own `step` in the sync test restarts after the skip before 4.57.
             let step_offset = if skip > 0 && rules.resumed_step_restarts { skip as i64 } else { 0 };
             // The batches of each optimizer update, as the version fetches them.
-            let chunks: Vec<&[Vec<usize>]> = match p.ga_prefetch {
+            let chunks: Vec<&[Vec<Vec<usize>>]> = match p.ga_prefetch {
                 Prefetch::None => source.chunks(1).collect(),
                 Prefetch::ExamplesRemainder | Prefetch::BatchesRemainder => {
                     // 4.46-4.51 size the last chunk by the examples (`num_examples % GA`), 4.52+
@@ -258,6 +266,9 @@ impl<'a> Trainer<'a> {
                     }
                 }
             }
+            if step + 1 >= batches.len() as i64 {
+                self.rng.end_train_epoch(n);
+            }
             if step - step_offset < 0 {
                 self.control.should_training_stop = true;
             }
@@ -270,8 +281,10 @@ impl<'a> Trainer<'a> {
         self.finalize(start)
     }
 
-    /// One micro-batch: forward, backward (gradients accumulate), training-loss bookkeeping.
-    pub(super) fn micro_step(&mut self, rows: &[usize], grad_scale: f64, log_scale: f64) -> Result<(), HfError> {
+    /// One micro-batch of every process (`ranks[p]`: process p's rows): forward, backward
+    /// (gradients accumulate per process until the optimizer step reduces them), training-loss
+    /// bookkeeping per process.
+    pub(super) fn micro_step(&mut self, ranks: &[Vec<usize>], grad_scale: f64, log_scale: f64) -> Result<(), HfError> {
         self.check_batch_columns()?;
         self.check_label_smoothing()?;
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
@@ -279,27 +292,87 @@ impl<'a> Trainer<'a> {
         if !self.numerics {
             return Ok(());
         }
-        let (x, y) = self.train.batch(rows);
-        let raw = self.model.loss(&x, &y);
-        let scaled = |s: f64| if s != 1.0 { &raw / s.recip() } else { raw.shallow_clone() };
-        let loss = scaled(grad_scale);
-        loss.backward();
-        let l = f32::try_from(&scaled(log_scale).detach()).unwrap();
-        if !l.is_finite() && self.args.debug_underflow_overflow {
-            return Err(HfError::not_modelled("debug underflow_overflow with a non-finite value (DebugUnderflowOverflow's report and error)"));
-        }
-        if !l.is_finite() && self.args.logging_nan_inf_filter {
-            // logging_nan_inf_filter: add the average of the losses logged so far.
-            let denom = (1 + self.state.global_step - self.last_logged) as f32;
-            self.tr_loss += self.tr_loss / denom;
-        } else {
-            self.tr_loss += l;
+        let world = ranks.len();
+        // `loss *= num_processes` where the release scales it (a power of two here: exact).
+        let times = if world > 1 && self.profile.launch_rules().loss_times_world { world as f64 } else { 1.0 };
+        for (r, rows) in ranks.iter().enumerate() {
+            let (x, y) = self.train.batch(rows);
+            let raw = self.model.loss(&x, &y);
+            let raw = if times != 1.0 { raw * times } else { raw };
+            let scaled = |s: f64| if s != 1.0 { &raw / s.recip() } else { raw.shallow_clone() };
+            let loss = scaled(grad_scale);
+            loss.backward();
+            if world > 1 {
+                self.stash_grads(r);
+            }
+            let l = f32::try_from(&scaled(log_scale).detach()).unwrap();
+            if !l.is_finite() && self.args.debug_underflow_overflow {
+                return Err(HfError::not_modelled("debug underflow_overflow with a non-finite value (DebugUnderflowOverflow's report and error)"));
+            }
+            let tr = &mut self.tr_loss[r];
+            if !l.is_finite() && self.args.logging_nan_inf_filter {
+                // logging_nan_inf_filter: add the average of the losses logged so far.
+                let denom = (1 + self.state.global_step - self.last_logged) as f32;
+                *tr += *tr / denom;
+            } else {
+                *tr += l;
+            }
         }
         Ok(())
     }
 
+    /// Moves the gradients of process `r`'s micro-batch into its own accumulator (DDP's
+    /// `no_sync`: each process accumulates its gradients alone, as `grad += g` does).
+    fn stash_grads(&mut self, r: usize) {
+        let mut taken = vec![];
+        for p in self.model.params.iter_mut().filter(|p| p.trainable) {
+            let mut g = p.tensor.grad();
+            taken.push(g.copy());
+            let _ = g.zero_();
+        }
+        if self.rank_grads.len() <= r {
+            self.rank_grads.resize_with(r + 1, Vec::new);
+        }
+        let acc = &mut self.rank_grads[r];
+        if acc.is_empty() {
+            *acc = taken;
+        } else {
+            for (a, t) in acc.iter_mut().zip(&taken) {
+                *a = &*a + t;
+            }
+        }
+    }
+
+    /// DDP's all-reduce at the optimizer step: every process's accumulated gradients averaged
+    /// (summed in rank order, then divided by the world size: with 2 processes a halving, exact).
+    fn reduce_grads(&mut self) {
+        let stashed = std::mem::take(&mut self.rank_grads);
+        let Some(first) = stashed.first() else { return };
+        let world = stashed.len() as f64;
+        for (i, p) in self.model.params.iter_mut().filter(|p| p.trainable).enumerate() {
+            let mut sum = first[i].copy();
+            for other in &stashed[1..] {
+                sum = &sum + &other[i];
+            }
+            let mut g = p.tensor.grad();
+            let _ = g.copy_(&(sum / world));
+        }
+    }
+
+    /// `_nested_gather(tr_loss).mean().item()`: the processes' training losses averaged (one
+    /// process: its own).
+    fn gathered_tr_loss(&self) -> f64 {
+        match self.tr_loss.as_slice() {
+            [one] => *one as f64,
+            all => (all.iter().map(|&t| t as f64).sum::<f64>() / all.len() as f64) as f32 as f64,
+        }
+    }
+
     /// Clip, optimizer step, scheduler step. Returns (grad_norm, lr used by the step).
     pub(super) fn optimizer_step(&mut self) -> Result<(Option<f32>, Option<f64>), HfError> {
+        if self.numerics && self.launch.world_size() > 1 {
+            self.reduce_grads();
+        }
         let mut ps = self.model.params();
         let norm = if !self.numerics {
             None
@@ -381,8 +454,8 @@ impl<'a> Trainer<'a> {
             && (!self.profile.log_requires_new_step || self.state.global_step > self.last_logged);
         if should_log {
             let steps = (self.state.global_step - self.last_logged) as f64;
-            let tr = self.tr_loss as f64;
-            self.tr_loss = 0.0;
+            let tr = self.gathered_tr_loss();
+            self.tr_loss.iter_mut().for_each(|t| *t = 0.0);
             let loss = tr / steps;
             let mut logs: LogEntry = vec![("loss".into(), PyJson::Float(if p.round_loss { py_round(loss, 4) } else { loss }))];
             if let Some(g) = grad_norm {
@@ -420,7 +493,8 @@ impl<'a> Trainer<'a> {
     }
 
     pub(super) fn finalize(&mut self, start: Instant) -> Result<(), HfError> {
-        let tr = self.tr_loss as f64;
+        // `tr_loss.item()`: the main process's own, not gathered.
+        let tr = self.tr_loss[0] as f64;
         self.total_loss_scalar += tr;
         let steps = if self.resume_rules().train_loss_per_call { self.state.global_step - self.initial_global_step } else { self.state.global_step } as f64;
         let train_loss = if self.profile.train_loss_zero_division && steps == 0.0 {

@@ -2,6 +2,7 @@
 //! `resume`. Parsing is strict: a typo in a scenario is the tool's error naming the file and
 //! field, never a silently defaulted run.
 
+use crate::world::launch::{Disks, LaunchSpec};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -33,6 +34,9 @@ pub struct Scenario {
     /// A second Trainer resuming in the same run directory after the first run.
     #[serde(default)]
     pub resume: Option<ResumeSpec>,
+    /// Contract v3 part 2: the processes and nodes of the first run (default one process).
+    #[serde(default)]
+    pub launch: Option<LaunchSpec>,
 }
 
 /// `"resume"`: after the first run (train() and the `finally` calls) and the damage, a second
@@ -53,6 +57,9 @@ pub struct ResumeSpec {
     /// The second Trainer's model (contract v3), e.g. another kind; default the first run's.
     #[serde(default)]
     pub model: Option<ModelSpec>,
+    /// The second run's launch (v3 part 2), e.g. another number of processes; default the first's.
+    #[serde(default)]
+    pub launch: Option<LaunchSpec>,
 }
 
 /// One damage of `resume.damage`: what a run killed during a save leaves. Paths are relative to
@@ -318,12 +325,24 @@ impl Scenario {
                     return Err(err(format!("field 'resume.args' may not set '{owned}': the runner owns it; remove it")));
                 }
             }
+            if let Some(l) = &r.launch {
+                l.check("resume.launch").map_err(err)?;
+            }
+            // With per-node disks a damage may name node K's output: `node-K/output/...`.
+            let per_node = [sc.launch, r.launch].iter().flatten().any(|l| l.disks == Disks::PerNode);
             for (k, d) in r.damage.iter().enumerate() {
                 let p = d.path();
-                if !(p == "output" || p.starts_with("output/")) || p.split('/').any(|c| c == ".." || c.is_empty()) {
-                    return Err(err(format!("field 'resume.damage[{k}]': the path must be output or lie under it (relative, no '..'), not {p:?}")));
+                let inner = match p.split_once('/') {
+                    Some((node, rest)) if per_node && node.strip_prefix("node-").is_some_and(|n| n == "0" || n == "1") => rest,
+                    _ => p,
+                };
+                if !(inner == "output" || inner.starts_with("output/")) || p.split('/').any(|c| c == ".." || c.is_empty()) {
+                    return Err(err(format!("field 'resume.damage[{k}]': the path must be output or lie under it (relative, no '..'; node-K/output with per-node disks), not {p:?}")));
                 }
             }
+        }
+        if let Some(l) = &sc.launch {
+            l.check("launch").map_err(err)?;
         }
         if let EvalSpec::Named(m) = &sc.data.eval {
             for (k, v) in m {
@@ -336,6 +355,16 @@ impl Scenario {
     }
 
     /// Every scenario file below `root` (recursively), sorted by path, names checked unique.
+    /// The launch of the first run (`Phase::First` and a scenario without `resume`).
+    pub fn first_launch(&self) -> LaunchSpec {
+        self.launch.unwrap_or_default()
+    }
+
+    /// The launch of the resumed second run: `resume.launch`, else the first run's.
+    pub fn second_launch(&self) -> LaunchSpec {
+        self.resume.as_ref().and_then(|r| r.launch).unwrap_or_else(|| self.first_launch())
+    }
+
     pub fn load_dir(root: &Path) -> Result<Vec<(PathBuf, Scenario)>, ScenarioError> {
         let mut paths = Vec::new();
         collect_json(root, &mut paths).map_err(|e| ScenarioError { path: root.to_path_buf(), message: format!("cannot list: {e}") })?;

@@ -243,6 +243,7 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         finally_calls: vec![],
         tokenizer: false,
         resume: None,
+        launch: None,
     };
     let given: Vec<Vec<(String, PyJson)>> = evals.into_iter().map(|(_, m)| m).collect();
 

@@ -198,6 +198,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             finally_calls: vec![],
             tokenizer: false,
             resume: None,
+            launch: None,
         },
     };
     if let Some(kind) = req.model {
@@ -205,7 +206,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     }
     // The resume a user asks for (a scenario's own `resume`, its `from` and max_steps replaced).
     if req.resume_from.is_some() || req.resume_max_steps.is_some() {
-        let mut r = sc.resume.clone().unwrap_or(ResumeSpec { from: "last".into(), args: Default::default(), damage: vec![], model: None });
+        let mut r = sc.resume.clone().unwrap_or(ResumeSpec { from: "last".into(), args: Default::default(), damage: vec![], model: None, launch: None });
         if let Some(f) = &req.resume_from {
             r.from = f.clone();
         }
