@@ -590,6 +590,12 @@ def worker_main(task_file):
             dist.destroy_process_group()
             from accelerate.state import AcceleratorState
             AcceleratorState._reset_state(reset_partial_state=True)
+            if k + 1 < len(job["tasks"]):
+                # The next group rendezvouses on a store of its own (rank 0 serves it on a port the
+                # launcher chose): re-initialising on the launch's agent store reuses its keys, and
+                # gloo's connectFullMesh then fails now and then (seen with torch 2.1.2).
+                os.environ["MASTER_PORT"] = str(job["ports"][k + 1])
+                os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
     # A gloo thread can abort a rank at interpreter exit after everything is written ("terminate
     # called without an active exception"): the group was left after the last task; exit without
     # the teardown.
@@ -617,7 +623,8 @@ def torchrun(launch, tasks, scratch, label):
     nnodes, nproc, _ = launch
     task_file = os.path.join(scratch, f"{label}.json")
     with open(task_file, "w") as f:
-        json.dump({"launch": list(launch), "tasks": tasks}, f)
+        # One port per task after the first: each task's process group has a store of its own.
+        json.dump({"launch": list(launch), "tasks": tasks, "ports": [free_port() for _ in tasks]}, f)
     port = free_port()
     logs, procs = [], []
     for node in range(nnodes):
@@ -630,7 +637,7 @@ def torchrun(launch, tasks, scratch, label):
         # together (killing the launcher alone leaves its workers waiting in a collective).
         procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
                                       start_new_session=True))
-    timeout = 120 + 30 * len(tasks)
+    timeout = 60 + 15 * len(tasks)
     rcs = []
     for p in procs:
         try:

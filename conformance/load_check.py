@@ -13,6 +13,7 @@ loads and equals its golden counterpart (floats within the float class of confor
 1 otherwise, with one line per problem. It never writes anything.
 """
 import json
+import re
 import math
 import os
 import sys
@@ -53,14 +54,19 @@ def load(path):
         return torch.load(path, weights_only=False) if NEW_TORCH else torch.load(path)
     if not NEW_TORCH:
         # torch 2.1.2: HF 4.31 calls a bare torch.load; the tensor files must also load safely.
-        torch.load(path, weights_only=name != "rng_state.pth")
+        torch.load(path, weights_only=not is_rng_file(name))
         return torch.load(path)
-    if name == "rng_state.pth":
+    if is_rng_file(name):
         # HF's _load_rng_state: a bare torch.load (torch's own weights_only default: False before
         # torch 2.6, True from 2.6), inside HF's safe_globals() where the version has it (4.47+).
         with safe_globals_ctx():
             return torch.load(path)
     return torch.load(path, weights_only=True)
+
+
+def is_rng_file(name):
+    """rng_state.pth, or rng_state_{process_index}.pth of a launch: HF loads both alike."""
+    return re.fullmatch(r"rng_state(_\d+)?\.pth", name) is not None
 
 
 def same(a, b, where, out):

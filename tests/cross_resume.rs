@@ -39,7 +39,12 @@ fn hf(py: &Path, root: &Path, jobs: &[(PathBuf, PathBuf, &str)], work: &Path, ta
 fn every_resume_scenario_cross_resumes_both_ways_for_the_real_profiles() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let all = Scenario::load_dir(&root.join("conformance/scenarios")).unwrap();
-    let resumes: Vec<&(PathBuf, Scenario)> = all.iter().filter(|(_, s)| s.resume.is_some()).collect();
+    // A launch of several processes is not crossed yet: the HF side here runs a phase in one
+    // process (`run_scenario`), not under torchrun (issue 18 keeps it open).
+    let resumes: Vec<&(PathBuf, Scenario)> = all
+        .iter()
+        .filter(|(_, s)| s.resume.is_some() && s.first_launch().world_size() == 1 && s.second_launch().world_size() == 1)
+        .collect();
     assert!(resumes.len() >= 40, "the catalogue has {} resume scenarios", resumes.len());
     let mut bad = vec![];
     for v in profiles() {

@@ -97,7 +97,8 @@ fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> V
     if a.error != g_error {
         bad.push(format!("error: golden {g_error:?}, plan {:?}", a.error));
     }
-    let out = golden.join("output");
+    // The main process's disk: node 0's with per-node disks (a launch, contract v3 part 2).
+    let out = ckptspec::world::launch::main_output(golden);
     let left = checkpoint_dirs(&out);
     if a.checkpoints_left != left {
         bad.push(format!("checkpoints left: golden {left:?}, plan {:?}", a.checkpoints_left));

@@ -128,7 +128,8 @@ fn error_text(error: Option<&PyJson>) -> String {
 
 fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]>) -> Result<String, String> {
     let result = pyjson::read_file(run_dir.join("result.json")).map_err(|e| e.to_string())?;
-    let out = run_dir.join("output");
+    // The main process's output (node 0's disk in a launch with per-node disks).
+    let out = crate::world::launch::main_output(run_dir);
     let mut s = String::new();
     writeln!(s, "{title}").unwrap();
     for line in (if events.is_some() { TRACED_HEADER } else { HEADER }).lines() {

@@ -8,6 +8,36 @@
 
 use crate::hf::version::{behaviors, Version};
 
+/// What becomes of a staging folder on a disk whose processes do not save.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagingElsewhere {
+    /// Renamed to `checkpoint-N` like the main one.
+    Renamed,
+    /// Left as `tmp-checkpoint-N`.
+    Left,
+    /// Deleted by the node's first process.
+    Removed,
+}
+
+/// Where a launch of several processes takes its training order from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchSampler {
+    /// As one process does ([`SamplerKind`] of the release).
+    AsOneProcess,
+    /// accelerate 0.21-0.23 give the `RandomSampler` a `torch.Generator()` of its own (torch's
+    /// default seed) that runs on from epoch to epoch (and one more `randperm` each time an
+    /// epoch exhausts the sampler); no seed drawn from the global generator.
+    OwnGenerator,
+    /// accelerate 0.24's `SeedableRandomSampler` without a generator seeds each epoch with its
+    /// own epoch counter, which the Trainer's `set_epoch` does not reach through the sharded
+    /// batch sampler: `randperm(n)` of seed 0 every epoch.
+    EpochZeroSeed,
+    /// The torch `RandomSampler` draws its seed from the global generator each epoch
+    /// ([`SamplerKind::GlobalDrawnSeed`]), even where one process gets a seedable sampler
+    /// (accelerate 0.27-0.28 replace it only in one process).
+    GlobalDrawnSeed,
+}
+
 /// When a resume batches with the `train_batch_size` the checkpoint's trainer_state.json records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateBatchSize {
@@ -601,15 +631,40 @@ behaviors! {
     /// transformers release (its profile pins the accelerate that shards the data). Found in the
     /// distributed goldens (torchrun, gloo, 2 processes or 2 nodes); `ckptspec versions` prints it.
     struct LaunchBehaviors;
+    /// Where the training order comes from in a launch (accelerate replaces or keeps the
+    /// Trainer's `RandomSampler` differently per release; found from the goldens' first losses).
+    sampler: LaunchSampler = [
+        "4.31.0" => LaunchSampler::OwnGenerator,
+        "4.35.0" => LaunchSampler::EpochZeroSeed,
+        "4.36.0" => LaunchSampler::AsOneProcess,
+        "4.38.0" => LaunchSampler::GlobalDrawnSeed,
+        "4.40.0" => LaunchSampler::AsOneProcess,
+    ];
     /// Every loss is multiplied by the number of processes before backward and logging
     /// (`average_tokens_across_devices` with a model whose forward takes `**kwargs`, which the
     /// world's models do, and `num_items_in_batch` counted): the averaged gradient becomes their sum.
     loss_times_world: bool = ["4.31.0" => false, "5.0.0" => true];
     /// The pickled arguments' `distributed_state` (accelerate's `PartialState`, backend "gloo"
     /// in every release) holds an indexed device `cpu:<local_process_index>` (the arguments'
-    /// cached `_setup_devices` is that device); before, the plain `cpu` device. Seen in 4.31.0
-    /// (plain) and 5.24.0 (indexed); the release between is not pinned down yet.
-    state_device_indexed: bool = ["4.31.0" => false, "5.0.0" => true];
+    /// cached `_setup_devices` is that device); before, the plain `cpu` device.
+    state_device_indexed: bool = ["4.31.0" => false, "4.40.0" => true];
+    /// Releases that stage a checkpoint in `tmp-checkpoint-N` (4.36-4.38): what becomes of the
+    /// staging folder a process that does not save leaves on another node's disk (its rng file
+    /// only). 4.36 lets every process rename its disk's folder (main process first), 4.37 only the
+    /// saving ones (the folder stays), 4.38 has the others delete it.
+    staging_elsewhere: StagingElsewhere = [
+        "4.31.0" => StagingElsewhere::Renamed,
+        "4.37.0" => StagingElsewhere::Left,
+        "4.38.0" => StagingElsewhere::Removed,
+    ];
+    /// A resume in a launch fails loading optimizer.pt: `torch.load(..., map_location=args.device)`
+    /// with the indexed `cpu:<local rank>` device raises torch's RuntimeError ("don't know how to
+    /// restore data location of torch.storage.UntypedStorage (tagged with cpu:0)"; each process
+    /// names its own device).
+    map_location_fails: bool = ["4.31.0" => false, "4.40.0" => true, "5.0.0" => false];
+    /// That error names each process's own device (`cpu:1` in the second process); later
+    /// releases give every process `cpu:0`.
+    map_location_device_per_process: bool = ["4.31.0" => true, "4.43.0" => false];
     /// `PartialState` sets `local_process_index` before `num_processes` and `process_index` in a
     /// launch (the pickled `__dict__` keeps that order); later releases keep the one-process order.
     state_local_index_first: bool = ["4.31.0" => true, "4.40.0" => false];

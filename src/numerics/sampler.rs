@@ -94,6 +94,9 @@ pub struct TrainRngTracker {
     /// copies in step: [`SamplerKind::GlobalDrawnSeed`]'s epochs then draw their orders from it,
     /// one epoch after another, and take no seed from the global generator.
     pub own: Option<TorchGenerator>,
+    /// Every epoch's order is `randperm(n)` of a generator seeded with this (accelerate 0.24's
+    /// seedable sampler in a launch); no seed drawn from the global generator.
+    pub fixed_seed: Option<u64>,
 }
 
 /// `torch.Generator()`'s seed (`default_rng_seed_val`).
@@ -101,7 +104,7 @@ pub const TORCH_DEFAULT_SEED: u64 = 67280421310721;
 
 impl TrainRngTracker {
     pub fn new(kind: SamplerKind, seed: u64, data_seed: Option<u64>) -> Self {
-        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0, sequential: false, own: None }
+        TrainRngTracker { kind, seed, data_seed, global: TorchGenerator::new(seed), epochs_started: 0, draws_u32: 0, sequential: false, own: None, fixed_seed: None }
     }
 
     fn draw_int64(&mut self) -> i64 {
@@ -117,6 +120,9 @@ impl TrainRngTracker {
         let _base_seed = self.draw_int64();
         if self.sequential {
             return (0..n).collect();
+        }
+        if let Some(s) = self.fixed_seed {
+            return perm(s, n);
         }
         match self.kind {
             SamplerKind::SeedableEpochSeed => seedable_epoch_order(self.seed, self.data_seed, n, epoch),
@@ -151,9 +157,14 @@ impl TrainRngTracker {
                 let _ = self.begin_train_epoch(n);
             }
             EpochSkip::WholeSampler => {
-                if self.kind == SamplerKind::GlobalDrawnSeed && !self.sequential {
+                // A seedable sampler of a launch (`fixed_seed`) has its own generator.
+                if self.kind == SamplerKind::GlobalDrawnSeed && !self.sequential && self.fixed_seed.is_none() {
                     match &mut self.own {
+                        // `list(sampler)` runs a RandomSampler with a generator of its own to its
+                        // end: the epoch's `randperm(n)` and the one for the `num_samples % n`
+                        // tail.
                         Some(g) => {
+                            let _ = g.randperm(n);
                             let _ = g.randperm(n);
                         }
                         None => {

@@ -5,7 +5,7 @@
 
 use crate::formats::pyjson::PyJson;
 use crate::hf::args::Interval;
-use crate::hf::behaviors::{BestTiming, CallbackRefresh};
+use crate::hf::behaviors::{BestTiming, CallbackRefresh, StagingElsewhere};
 use crate::hf::error::HfError;
 use crate::numerics::lr::LambdaLrState;
 use crate::policy::{best, rotation};
@@ -51,10 +51,30 @@ impl<'a> Trainer<'a> {
         if self.args.save_only_model {
             return Ok(());
         }
-        let dir = cwd.join(self.output_rel()).join(format!("checkpoint-{}", self.state.global_step));
-        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let out = cwd.join(self.output_rel());
+        let folder = format!("checkpoint-{}", self.state.global_step);
+        let final_dir = out.join(&folder);
         let file = self.rng_file(r.rank);
-        store::write_rng_named(&dir, &file, self.profile, self.args.seed, &self.rank_torch_state(r.rank)).map_err(|e| io_err(&dir, e))
+        let write = |dir: &Path| {
+            std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+            store::write_rng_named(dir, &file, self.profile, self.args.seed, &self.rank_torch_state(r.rank)).map_err(|e| io_err(dir, e))
+        };
+        // On the main process's disk the process writes before the main one renames the staging
+        // folder: its file ends up in checkpoint-N. Another node's disk keeps its own staging
+        // folder, renamed, left or deleted as the release does.
+        let nonempty = std::fs::read_dir(&final_dir).map(|mut d| d.next().is_some()).unwrap_or(false);
+        let own_disk = r.node != 0 && self.launch.disks == crate::world::launch::Disks::PerNode;
+        if !(own_disk && self.profile.staging_dir && !nonempty) {
+            return write(&final_dir);
+        }
+        let staging = out.join(format!("tmp-{folder}"));
+        write(&staging)?;
+        match self.profile.launch_rules().staging_elsewhere {
+            StagingElsewhere::Renamed => std::fs::rename(&staging, &final_dir).map_err(|e| io_err(&staging, e)),
+            StagingElsewhere::Left => Ok(()),
+            StagingElsewhere::Removed if r.local_rank == 0 => std::fs::remove_dir_all(&staging).map_err(|e| io_err(&staging, e)),
+            StagingElsewhere::Removed => Ok(()),
+        }
     }
 
     /// The rng file of process `rank`: `rng_state.pth` for a run of one process.
@@ -253,18 +273,13 @@ impl<'a> Trainer<'a> {
         store::write_rng_named(dir, &self.rng_file(rank), self.profile, self.args.seed, &self.rank_torch_state(rank)).map_err(|e| io_err(dir, e))
     }
 
-    /// Process `rank`'s global torch generator: the main process's, unless a resume did not
-    /// restore this process's (its rng file was missing) while it restored the main one's: then
-    /// `set_seed(seed)`'s generator after the same draws.
+    /// Process `rank`'s global torch generator: the main process's, unless a resume left the
+    /// second process with a generator of its own (its rng file missing, or the main one's).
     pub(super) fn rank_torch_state(&self, rank: usize) -> Vec<u8> {
-        if self.rng_restored.get(rank).copied().unwrap_or(true) == self.rng_restored.first().copied().unwrap_or(true) {
-            return self.rng.torch_state();
+        match (&self.other_rng, rank) {
+            (Some(other), 1) => other.torch_state(),
+            _ => self.rng.torch_state(),
         }
-        let mut g = crate::numerics::rng::TorchGenerator::new(self.args.seed as u64);
-        for _ in 0..self.rng.draws_u32 {
-            g.random();
-        }
-        g.get_state()
     }
 
     /// `trainer.save_model()` after train(): weights, config and training_args.bin in output_dir.

@@ -82,6 +82,9 @@ impl<'a> Trainer<'a> {
     pub(super) fn evaluate_set(&mut self, k: usize) -> Result<Vec<(String, PyJson)>, HfError> {
         let start = Instant::now();
         self.rng.begin_eval_loop();
+        if let Some(o) = &mut self.other_rng {
+            o.begin_eval_loop();
+        }
         let set = &self.evals[k];
         let prefix = match &set.name {
             Some(n) => format!("eval_{n}"),

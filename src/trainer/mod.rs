@@ -138,9 +138,9 @@ struct Trainer<'a> {
     /// The process whose `_save_checkpoint` is being written (the main one but while another
     /// node's first process writes its own checkpoint).
     writer: Rank,
-    /// Per process: whether a resume restored its generator from its rng file (all true when no
-    /// resume loaded one or every process found its file).
-    rng_restored: Vec<bool>,
+    /// The second process's generator tracker where a resume left it different from the main
+    /// process's (one of their rng files missing); it follows the same draws from then on.
+    other_rng: Option<TrainRngTracker>,
 }
 
 /// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
@@ -242,7 +242,7 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         let mut state_out: Option<PyJson> = None;
         let outcome = run_inner(sc, profile, run_dir, mode, plan.as_deref_mut(), None, &mut state_out, &mut events);
         let error = error_json(outcome)?;
-        let first = (ranks_json(&sc.first_launch(), &error), error, state_out.unwrap_or(PyJson::Null));
+        let first = (ranks_json(profile, &sc.first_launch(), &error), error, state_out.unwrap_or(PyJson::Null));
         let first = (first.1, first.2, first.0);
         match &sc.resume {
             Some(r) if first.0 == PyJson::Null => {
@@ -271,7 +271,7 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
     }
     let outcome = run_inner(&second, profile, run_dir, mode, plan, Some(&from), &mut state_out, &mut events);
     let error = error_json(outcome)?;
-    let ranks = ranks_json(&sc.second_launch(), &error);
+    let ranks = ranks_json(profile, &sc.second_launch(), &error);
     write_result(profile, run_dir, (error, state_out.unwrap_or(PyJson::Null), ranks), Some(first))?;
     Ok(events)
 }
@@ -294,7 +294,7 @@ pub fn resume(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode, 
     let mut events = vec![];
     let outcome = run_inner(sc, profile, run_dir, mode, None, Some(from), &mut state_out, &mut events);
     let error = error_json(outcome)?;
-    let ranks = ranks_json(&sc.second_launch(), &error);
+    let ranks = ranks_json(profile, &sc.second_launch(), &error);
     write_result(profile, run_dir, (error, state_out.unwrap_or(PyJson::Null), ranks), None)?;
     Ok(events)
 }
@@ -319,7 +319,7 @@ type PhaseOutcome = (PyJson, PyJson, Option<PyJson>);
 
 /// result.json's `ranks` for a phase of several processes: every process's outcome, by rank.
 /// The simulated processes run in lockstep, so each ends with the main process's error.
-fn ranks_json(launch: &LaunchSpec, error: &PyJson) -> Option<PyJson> {
+fn ranks_json(profile: &Profile, launch: &LaunchSpec, error: &PyJson) -> Option<PyJson> {
     (launch.world_size() > 1).then(|| {
         PyJson::List(
             launch
@@ -330,12 +330,31 @@ fn ranks_json(launch: &LaunchSpec, error: &PyJson) -> Option<PyJson> {
                         ("rank".into(), PyJson::Int(r.rank as i128)),
                         ("node".into(), PyJson::Int(r.node as i128)),
                         ("local_rank".into(), PyJson::Int(r.local_rank as i128)),
-                        ("error".into(), error.clone()),
+                        ("error".into(), if profile.launch_rules().map_location_device_per_process { rank_error(error, r.local_rank) } else { error.clone() }),
                     ])
                 })
                 .collect(),
         )
     })
+}
+
+/// The main process's error as process `local_rank` raises it: torch's storage-location error
+/// names the process's own device (`cpu:<local rank>`); every other error reads the same.
+fn rank_error(error: &PyJson, local_rank: usize) -> PyJson {
+    const TAG: &str = "(tagged with cpu:0)";
+    match error {
+        PyJson::Dict(d) => PyJson::Dict(
+            d.iter()
+                .map(|(k, v)| match v {
+                    PyJson::Str(m) if k == "message" && m.ends_with(TAG) => {
+                        (k.clone(), PyJson::Str(format!("{}(tagged with cpu:{local_rank})", &m[..m.len() - TAG.len()])))
+                    }
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 fn write_result(profile: &Profile, run_dir: &Path, run: PhaseOutcome, first: Option<PhaseOutcome>) -> Result<(), RunError> {
@@ -453,8 +472,17 @@ impl<'a> Trainer<'a> {
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
         let mut rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
         rng.sequential = args.train_sampling_strategy.as_deref() == Some("sequential");
-        if launch.world_size() > 1 && profile.sampler == crate::hf::behaviors::SamplerKind::GlobalDrawnSeed {
-            rng.own = Some(crate::numerics::rng::TorchGenerator::new(crate::numerics::sampler::TORCH_DEFAULT_SEED));
+        if launch.world_size() > 1 {
+            use crate::hf::behaviors::{LaunchSampler, SamplerKind};
+            match profile.launch_rules().sampler {
+                LaunchSampler::AsOneProcess => {}
+                LaunchSampler::OwnGenerator => {
+                    rng.kind = SamplerKind::GlobalDrawnSeed;
+                    rng.own = Some(crate::numerics::rng::TorchGenerator::new(crate::numerics::sampler::TORCH_DEFAULT_SEED));
+                }
+                LaunchSampler::EpochZeroSeed => rng.fixed_seed = Some(0),
+                LaunchSampler::GlobalDrawnSeed => rng.kind = SamplerKind::GlobalDrawnSeed,
+            }
         }
         let lr = args.learning_rate;
         let model = Model::new(&sc.model);
@@ -506,7 +534,7 @@ impl<'a> Trainer<'a> {
             launch,
             rank_grads: vec![],
             writer: launch.ranks()[0],
-            rng_restored: vec![],
+            other_rng: None,
             args,
         })
     }

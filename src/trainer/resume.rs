@@ -195,6 +195,14 @@ impl<'a> Trainer<'a> {
         let load = |p: &Path, what: &str| {
             torch_format::load(p).map_err(|e| damaged::torch_load(p, rules.empty_state_file_message, rules.zip_error_suffix).unwrap_or_else(|| unusable(what, e.to_string())))
         };
+        if self.launch.world_size() > 1 && self.profile.launch_rules().map_location_fails {
+            // `torch.load(optimizer.pt, map_location=self.args.device)` with the indexed CPU
+            // device of a launch (`cpu:<local rank>`), which torch cannot map a storage to.
+            return Err(HfError::new(
+                "RuntimeError",
+                "don't know how to restore data location of torch.storage.UntypedStorage (tagged with cpu:0)",
+            ));
+        }
         let opt = load(&opt_p, "optimizer.pt")?;
         let sched = load(&sched_p, "scheduler.pt")?;
         let sizes: Vec<usize> = match &self.opt {
@@ -264,26 +272,42 @@ impl<'a> Trainer<'a> {
     pub(super) fn load_rng_state(&mut self) -> Result<(), HfError> {
         let Some(r) = &self.resume else { return Ok(()) };
         // Each process reads its own file (`rng_state_{process_index}.pth` in a launch of
-        // several), from its node's disk; one without it keeps its generator.
+        // several), from its node's disk; one without it keeps its generator. Where the two
+        // processes of a launch then hold different generators, the second follows its own
+        // (`other_rng`): a sampler that draws its seed from it orders that process's data.
         let rel = r.rel.clone();
-        self.rng_restored = self
+        let paths: Vec<std::path::PathBuf> = self
             .launch
             .ranks()
             .iter()
-            .map(|k| self.launch.node_dir(&self.root_dir, k.node).join(&rel).join(self.rng_file(k.rank)).is_file())
+            .map(|k| self.launch.node_dir(&self.root_dir, k.node).join(&rel).join(self.rng_file(k.rank)))
             .collect();
-        let path = self.run_dir.join(&rel).join(self.rng_file(0));
-        if !path.is_file() {
-            return Ok(());
+        let before = self.rng.clone();
+        let mut states = vec![];
+        for path in &paths {
+            states.push(if path.is_file() { Some(self.read_rng_file(path)?) } else { None });
         }
+        if let Some(bytes) = &states[0] {
+            self.rng.global = TorchGenerator::set_state(bytes).map_err(|e| HfError::not_modelled(format!("{}: {e}", paths[0].display())))?;
+        }
+        if states.len() > 1 && states[1] != states[0] {
+            let mut other = before;
+            if let Some(bytes) = &states[1] {
+                other.global = TorchGenerator::set_state(bytes).map_err(|e| HfError::not_modelled(format!("{}: {e}", paths[1].display())))?;
+            }
+            self.other_rng = Some(other);
+        }
+        Ok(())
+    }
+
+    /// The `cpu` generator state of an rng file, or HF's error for a damaged one.
+    fn read_rng_file(&self, path: &Path) -> Result<Vec<u8>, HfError> {
         let damaged = |e: String| HfError::not_modelled(format!("HF's error for a damaged {}: {e}", path.display()));
         let rules = self.resume_rules();
-        let v = torch_format::load(&path)
-            .map_err(|e| damaged::torch_load(&path, rules.empty_state_file_message, rules.zip_error_suffix).unwrap_or_else(|| damaged(e.to_string())))?;
+        let v = torch_format::load(path)
+            .map_err(|e| damaged::torch_load(path, rules.empty_state_file_message, rules.zip_error_suffix).unwrap_or_else(|| damaged(e.to_string())))?;
         let cpu = v.get("cpu").and_then(|t| t.as_tensor()).ok_or_else(|| damaged("no cpu state".into()))?;
-        let bytes = cpu.contiguous_bytes().map_err(|e| damaged(e.to_string()))?;
-        self.rng.global = TorchGenerator::set_state(&bytes).map_err(damaged)?;
-        Ok(())
+        cpu.contiguous_bytes().map_err(|e| damaged(e.to_string()))
     }
 
 }

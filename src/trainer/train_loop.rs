@@ -166,6 +166,11 @@ impl<'a> Trainer<'a> {
                 }
             }
             let order = self.rng.begin_train_epoch(n);
+            // The second process's own order where its generator is its own.
+            let other_order = self.other_rng.as_mut().map(|o| {
+                o.epochs_started = epoch;
+                o.begin_train_epoch(n)
+            });
             if reordered {
                 self.rng.epochs_started = epoch + 1;
             }
@@ -175,7 +180,13 @@ impl<'a> Trainer<'a> {
                 .map(|c| c.to_vec())
                 .collect();
             // Step s of the epoch: every process's batch (one process: the batch itself).
-            let batches: Vec<Vec<Vec<usize>>> = shard::steps_of(&global, bs, world, self.args.dataloader_drop_last);
+            let mut batches: Vec<Vec<Vec<usize>>> = shard::steps_of(&global, bs, world, self.args.dataloader_drop_last);
+            if let Some(o) = &other_order {
+                let mine: Vec<Vec<usize>> = o.chunks(bs).filter(|c| !(self.args.dataloader_drop_last && c.len() < bs)).map(|c| c.to_vec()).collect();
+                for (step, b) in batches.iter_mut().zip(shard::shard_batches(&mine, bs, world, 1, self.args.dataloader_drop_last)) {
+                    step[1] = b;
+                }
+            }
             let mut step: i64 = -1;
             if let (true, Some(message)) = (batches.is_empty(), self.profile.empty_dataloader_none_error) {
                 // accelerate's DataLoaderShard (before 1.3) yields one None from an empty
@@ -268,6 +279,9 @@ impl<'a> Trainer<'a> {
             }
             if step + 1 >= batches.len() as i64 {
                 self.rng.end_train_epoch(n);
+                if let Some(o) = &mut self.other_rng {
+                    o.end_train_epoch(n);
+                }
             }
             if step - step_offset < 0 {
                 self.control.should_training_stop = true;

@@ -97,6 +97,13 @@ impl LaunchSpec {
     }
 }
 
+/// The output folder the main process wrote in a run directory: `node-0/output` where the run
+/// had per-node disks (a `node-0/` folder), else `output`. What the user's main process sees.
+pub fn main_output(run_dir: &Path) -> PathBuf {
+    let node0 = run_dir.join("node-0");
+    if node0.is_dir() { node0.join("output") } else { run_dir.join("output") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

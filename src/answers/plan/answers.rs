@@ -179,7 +179,7 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
     };
     let max_steps = int("max_steps");
     let global_step = int("global_step").map(|g| g.max(0) as u64);
-    let out = run_dir.join("output");
+    let out = crate::world::launch::main_output(run_dir);
     let checkpoints_left: Vec<String> = checkpoint_folders(&out).into_iter().map(|(_, n)| n).collect();
     let best_checkpoint = match state.and_then(|s| s.get("best_model_checkpoint")) {
         Some(PyJson::Str(p)) => Some(folder_of(p)),
