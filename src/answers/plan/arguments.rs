@@ -69,7 +69,6 @@ pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("overwrite_output_dir", "read by HF's example scripts, not by the Trainer"),
     ("resume_from_checkpoint", "read by HF's example scripts; the Trainer resumes only through train(resume_from_checkpoint=...)"),
     ("enable_jit_checkpoint", "saves only when the process receives SIGTERM (a killed run), which a plan does not have"),
-    ("save_on_each_node", "multi-node only (the plan assumes one node)"),
     ("local_rank", "multi-process only (the plan assumes one process)"),
     ("ddp_backend", "multi-process communication (the plan assumes one process)"),
     ("ddp_broadcast_buffers", "multi-process communication (the plan assumes one process)"),
