@@ -196,6 +196,14 @@ struct PlanArgs {
     /// checkpoint it resumed from feed the resumed run's evaluations, in order.
     #[arg(long, value_name = "FILE")]
     resume_metrics_from: Option<PathBuf>,
+    /// Plan a launch of N processes per node (torchrun's --nproc_per_node; 1 or 2): each
+    /// process's rng file, the data each trains on, and who writes what.
+    #[arg(long, value_name = "N")]
+    nproc_per_node: Option<usize>,
+    /// Plan a launch on M nodes (1 or 2), each with its own disk: the answer says what each
+    /// node's output_dir holds at the end (save_on_each_node from the config).
+    #[arg(long, value_name = "M")]
+    nnodes: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -315,6 +323,8 @@ fn real_main(command: Command) -> Result<ExitCode, String> {
                 resume_from: a.resume_from,
                 resume_max_steps: a.resume_max_steps,
                 resume_metrics_from: a.resume_metrics_from,
+                nproc_per_node: a.nproc_per_node,
+                nnodes: a.nnodes,
                 json: a.json,
             };
             plan::main(&opts)

@@ -593,3 +593,34 @@ fn a_config_plans_the_resume_the_flags_ask_for() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("resumes from checkpoint-8 at step 8"));
 }
+
+/// `--nnodes 2` on a user's config plans the launch of the `distributed/` goldens: what node 1's
+/// own disk holds at the end (its rng files only, or a whole checkpoint with save_on_each_node,
+/// or 4.37's staging folders) is what real HF left there.
+#[test]
+fn nnodes_plans_what_each_nodes_disk_holds_as_the_goldens_show() {
+    let d = tempfile::tempdir().unwrap();
+    for name in ["dist-nodes-node-local", "dist-nodes-save-on-each-node"] {
+        let sc = Scenario::load(&root().join(format!("conformance/scenarios/distributed/{name}.json"))).unwrap();
+        let cfg = write(d.path(), &format!("{name}.json"), &serde_json::to_string(&sc.args).unwrap());
+        for v in ["4.31.0", "4.37.2", "4.38.2", "5.24.0"] {
+            let o = Options { train_rows: Some(64), nnodes: Some(2), nproc_per_node: Some(1), ..opts(&cfg) };
+            let a = plan_one(&cfg, &o, v).outcome.unwrap();
+            let node1 = root().join(format!("golden/hf-{v}/{name}/node-1/output"));
+            let mut want: Vec<(usize, String, Vec<String>)> = vec![];
+            for f in std::fs::read_dir(&node1).map(|rd| rd.flatten().collect::<Vec<_>>()).unwrap_or_default() {
+                let mut files: Vec<String> = std::fs::read_dir(f.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                files.sort();
+                want.push((1, f.file_name().to_string_lossy().into_owned(), files));
+            }
+            want.sort_by_key(|(_, f, _)| (step_of(f).unwrap_or(u64::MAX), f.clone()));
+            assert_eq!(a.other_nodes, want, "{name} @ {v}");
+            assert_eq!(a.checkpoints_left, checkpoint_dirs(&root().join(format!("golden/hf-{v}/{name}/node-0/output"))), "{name} @ {v}");
+        }
+    }
+    // Three nodes are outside the contract: the tool's error, naming the flag.
+    let cfg = write(d.path(), "c.json", r#"{"max_steps": 4}"#);
+    let cfg_l = Config::load(&cfg).unwrap();
+    let e = Request::new(&cfg_l, &Options { nnodes: Some(3), ..opts(&cfg) }).unwrap_err();
+    assert_eq!(e, "--nnodes must be 1 or 2, not 3");
+}

@@ -640,10 +640,15 @@ behaviors! {
         "4.38.0" => LaunchSampler::GlobalDrawnSeed,
         "4.40.0" => LaunchSampler::AsOneProcess,
     ];
-    /// Every loss is multiplied by the number of processes before backward and logging
+    /// Every training loss is multiplied by the number of processes before backward and logging
     /// (`average_tokens_across_devices` with a model whose forward takes `**kwargs`, which the
     /// world's models do, and `num_items_in_batch` counted): the averaged gradient becomes their sum.
-    loss_times_world: bool = ["4.31.0" => false, "5.0.0" => true];
+    loss_times_world: bool = ["4.31.0" => false, "4.54.0" => true];
+    /// `TrainingArguments.__post_init__` turns `average_tokens_across_devices` on in a launch
+    /// (training_args.bin records True; 4.57 made True the default everywhere).
+    average_tokens_on_in_launch: bool = ["4.31.0" => false, "4.54.0" => true];
+    /// The evaluation loss too (`eval_loss` doubles with 2 processes).
+    eval_loss_times_world: bool = ["4.31.0" => false, "4.57.0" => true];
     /// The pickled arguments' `distributed_state` (accelerate's `PartialState`, backend "gloo"
     /// in every release) holds an indexed device `cpu:<local_process_index>` (the arguments'
     /// cached `_setup_devices` is that device); before, the plain `cpu` device.
@@ -661,7 +666,7 @@ behaviors! {
     /// with the indexed `cpu:<local rank>` device raises torch's RuntimeError ("don't know how to
     /// restore data location of torch.storage.UntypedStorage (tagged with cpu:0)"; each process
     /// names its own device).
-    map_location_fails: bool = ["4.31.0" => false, "4.40.0" => true, "5.0.0" => false];
+    map_location_fails: bool = ["4.31.0" => false, "4.40.0" => true, "5.18.0" => false];
     /// That error names each process's own device (`cpu:1` in the second process); later
     /// releases give every process `cpu:0`.
     map_location_device_per_process: bool = ["4.31.0" => true, "4.43.0" => false];
@@ -671,7 +676,7 @@ behaviors! {
     /// `save_pretrained` writes the weights and config.json only in the launch's main process:
     /// another node's first process (save_on_each_node) writes the rest of the checkpoint
     /// without them; before, it wrote them too.
-    save_pretrained_main_only: bool = ["4.31.0" => false, "5.0.0" => true];
+    save_pretrained_main_only: bool = ["4.31.0" => false, "5.15.0" => true];
 }
 
 impl TorchLayout {

@@ -181,6 +181,7 @@ fn launch_state(state: &mut [(Value, Value)], profile: &Profile, pl: ProcessPlac
     for (k, v) in state.iter_mut() {
         match k.as_str() {
             Some("local_rank") if *v == Value::Int(0) => *v = Value::Int(pl.local_process_index as i64),
+            Some("average_tokens_across_devices") if rules.average_tokens_on_in_launch => *v = Value::Bool(true),
             Some("_setup_devices") | Some("__cached__setup_devices") => {
                 if let Some(d) = &device {
                     *v = d.clone();

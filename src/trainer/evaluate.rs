@@ -182,7 +182,7 @@ impl<'a> Trainer<'a> {
                 for c in &step {
                     let (x, y) = set.batch(c);
                     let l = tch::no_grad(|| self.model.loss(&x, &y));
-                    let l = if self.profile.launch_rules().loss_times_world { l * world as f64 } else { l };
+                    let l = if self.profile.launch_rules().eval_loss_times_world { l * world as f64 } else { l };
                     losses.extend(std::iter::repeat_n(f32::try_from(&l).unwrap(), c.len()));
                 }
             }

@@ -73,8 +73,11 @@ pub struct Answers {
     pub events: Vec<Event>,
     /// Every checkpoint save, in order (a step saved twice appears twice).
     pub saved_steps: Vec<u64>,
-    /// `checkpoint-N` folders in output_dir at the end, by number.
+    /// `checkpoint-N` folders in output_dir at the end, by number (the main process's disk).
     pub checkpoints_left: Vec<String>,
+    /// A launch with per-node disks: what each other node's output_dir holds at the end (node,
+    /// folder, its files), by node and folder name.
+    pub other_nodes: Vec<(usize, String, Vec<String>)>,
     /// The state's `best_model_checkpoint`, as a folder name.
     pub best_checkpoint: Option<String>,
     /// The state's `best_global_step` (4.50+): the step of the best evaluation, saved or not.
@@ -276,6 +279,7 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         events,
         saved_steps,
         checkpoints_left,
+        other_nodes: other_nodes(run_dir),
         best_checkpoint,
         best_step: int("best_global_step").map(|g| g.max(0) as u64),
         final_step_saved,
@@ -291,6 +295,29 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         depends_on_assumed,
         resume,
     })
+}
+
+/// What the other nodes' disks hold (`node-K/output`, K >= 1): each folder and its files.
+fn other_nodes(run_dir: &Path) -> Vec<(usize, String, Vec<String>)> {
+    let mut v = vec![];
+    for node in 1.. {
+        let out = run_dir.join(format!("node-{node}")).join("output");
+        if !run_dir.join(format!("node-{node}")).is_dir() {
+            break;
+        }
+        let mut folders: Vec<String> = std::fs::read_dir(&out)
+            .map(|rd| rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        folders.sort_by_key(|f| (checkpoint_number(f).unwrap_or(u64::MAX), f.clone()));
+        for f in folders {
+            let mut files: Vec<String> = std::fs::read_dir(out.join(&f))
+                .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            files.sort();
+            v.push((node, f, files));
+        }
+    }
+    v
 }
 
 /// The first run and the resume of a plan that resumes, from result.json's `first` and the

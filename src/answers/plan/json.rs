@@ -61,6 +61,7 @@ fn fill(o: &mut Value, a: &Answers) {
     o["events"] = a.events.iter().map(event).collect();
     o["saved_steps"] = json!(a.saved_steps);
     o["checkpoints_left"] = json!(a.checkpoints_left);
+    o["other_nodes"] = a.other_nodes.iter().map(|(n, f, files)| json!({"node": n, "folder": f, "files": files})).collect();
     o["best_checkpoint"] = json!(a.best_checkpoint);
     o["best_step"] = json!(a.best_step);
     o["final_step_saved"] = json!(a.final_step_saved);

@@ -21,6 +21,7 @@ use config::{Config, Kind};
 use crate::hf::profile::{self, Profile};
 use crate::trainer::{self, PlanMetrics};
 use crate::world::scenario::{DataSpec, EvalSpec, FinallyCall, ModelKind, ModelSpec, ResumeSpec, Scenario};
+use crate::world::launch::{Disks, LaunchSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,6 +50,10 @@ pub struct Options {
     pub resume_max_steps: Option<u64>,
     /// `--resume-metrics-from`: the resumed run's trainer_state.json.
     pub resume_metrics_from: Option<PathBuf>,
+    /// `--nproc-per-node N` / `--nnodes M`: plan a launch of several processes (contract v3
+    /// part 2); several nodes have a disk each (node-local `output_dir`).
+    pub nproc_per_node: Option<usize>,
+    pub nnodes: Option<usize>,
     pub json: bool,
 }
 
@@ -70,6 +75,8 @@ pub struct Request {
     /// `--resume-from` (checked) and `--resume-max-steps`.
     pub resume_from: Option<String>,
     pub resume_max_steps: Option<u64>,
+    /// `--nproc-per-node` / `--nnodes` (checked); None: the scenario's launch, or one process.
+    pub launch: Option<LaunchSpec>,
 }
 
 impl Request {
@@ -114,7 +121,22 @@ impl Request {
             None if resumes && given.is_some() => (None, format!("{metrics_note}; the resumed run's evaluations continue the list where the first run's end")),
             None => (None, metrics_note),
         };
+        let launch = match (opts.nproc_per_node, opts.nnodes) {
+            (None, None) => None,
+            (nproc, nnodes) => {
+                let l = LaunchSpec {
+                    nnodes: nnodes.unwrap_or(1),
+                    nproc_per_node: nproc.unwrap_or(1),
+                    // Several nodes: each its own disk, as a relative output_dir on node-local
+                    // storage is (a shared file system is a scenario's `"disks": "shared"`).
+                    disks: if nnodes.unwrap_or(1) > 1 { Disks::PerNode } else { Disks::Shared },
+                };
+                l.check("launch").map_err(|e| e.replace("field 'launch.nnodes'", "--nnodes").replace("field 'launch.nproc_per_node'", "--nproc-per-node"))?;
+                Some(l)
+            }
+        };
         Ok(Request {
+            launch,
             train_rows: opts.train_rows,
             steps_per_epoch: opts.steps_per_epoch,
             eval,
@@ -203,6 +225,9 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     };
     if let Some(kind) = req.model {
         sc.model = ModelSpec { kind, ..sc.model.clone() };
+    }
+    if let Some(l) = req.launch {
+        sc.launch = Some(l);
     }
     // The resume a user asks for (a scenario's own `resume`, its `from` and max_steps replaced).
     if req.resume_from.is_some() || req.resume_max_steps.is_some() {

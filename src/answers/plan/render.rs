@@ -281,6 +281,9 @@ pub fn answers_text(version: &str, a: &Answers, vp: &VersionPlan) -> String {
         writeln!(s, "  final step saved: NO, step {g} is not saved as a checkpoint ({prev}).").unwrap();
     }
     writeln!(s, "  checkpoints left: {}", listing(&a.checkpoints_left)).unwrap();
+    for (node, folder, files) in &a.other_nodes {
+        writeln!(s, "  node {node}'s disk: {folder} ({})", files.join(", ")).unwrap();
+    }
     if let Some(b) = &a.best_checkpoint {
         let there = if a.checkpoints_left.contains(b) { "" } else { " (not there at the end)" };
         writeln!(s, "  best checkpoint: {b}{there}").unwrap();
