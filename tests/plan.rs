@@ -602,8 +602,14 @@ fn nnodes_plans_what_each_nodes_disk_holds_as_the_goldens_show() {
     let d = tempfile::tempdir().unwrap();
     for name in ["dist-nodes-node-local", "dist-nodes-save-on-each-node"] {
         let sc = Scenario::load(&root().join(format!("conformance/scenarios/distributed/{name}.json"))).unwrap();
-        let cfg = write(d.path(), &format!("{name}.json"), &serde_json::to_string(&sc.args).unwrap());
         for v in ["4.31.0", "4.37.2", "4.38.2", "5.24.0"] {
+            // A user's config spells use_cpu as the release does (4.31: no_cuda).
+            let mut args = sc.args.clone();
+            if !Profile::get(v).unwrap().has_field("use_cpu") {
+                let on = args.remove("use_cpu").unwrap();
+                args.insert("no_cuda".into(), on);
+            }
+            let cfg = write(d.path(), &format!("{name}-{v}.json"), &serde_json::to_string(&args).unwrap());
             let o = Options { train_rows: Some(64), nnodes: Some(2), nproc_per_node: Some(1), ..opts(&cfg) };
             let a = plan_one(&cfg, &o, v).outcome.unwrap();
             let node1 = root().join(format!("golden/hf-{v}/{name}/node-1/output"));
