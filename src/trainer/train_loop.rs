@@ -552,7 +552,28 @@ impl<'a> Trainer<'a> {
             let sorted: Vec<String> = names.iter().map(|n| format!("{}/{n}", self.output_rel())).collect();
             rotation::protect_best(&sorted, self.state.best.best_model_checkpoint.as_deref(), self.profile.rotation_protection)?;
         }
-        // The save_total_limit=1 cleanup: every folder but the best goes.
+        self.end_of_train_cleanup()?;
+        // Each other process that saves (a node's first with save_on_each_node) cleans its own
+        // node's disk the same way; its events stay its own (the main process's are the run's).
+        for r in self.launch.ranks().into_iter().skip(1) {
+            if self.args.should_save(r.rank, r.local_rank) {
+                let events = self.events.len();
+                let node_dir = self.launch.node_dir(&self.root_dir, r.node);
+                let main_dir = std::mem::replace(&mut self.run_dir, node_dir);
+                let res = self.end_of_train_cleanup();
+                self.run_dir = main_dir;
+                self.events.truncate(events);
+                res?;
+            }
+        }
+        Ok(())
+    }
+
+
+    /// The save_total_limit=1 cleanup at the end of train() (`if self.args.should_save and
+    /// best_model_checkpoint is not None and save_total_limit == 1`), on the disk of the process
+    /// `self.run_dir` stands for: every folder but the best goes.
+    fn end_of_train_cleanup(&mut self) -> Result<(), HfError> {
         if let (Some(best), Some(1)) = (self.state.best.best_model_checkpoint.clone(), self.args.save_total_limit) {
             let out = self.output_abs();
             if let Ok(rd) = std::fs::read_dir(&out) {
