@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import json
 import math
 import os
@@ -33,8 +34,16 @@ SCENARIOS = os.path.join(ROOT, "conformance", "scenarios")
 # Fields of the scenario format (contract v2: v1's plus `tokenizer` and `resume`; v3: `model.kind`
 # and `resume.model`). Anything else in a scenario file is an error of the file.
 SCENARIO_FIELDS = {"name", "summary", "args", "model", "data", "metrics", "early_stopping", "finally",
-                   "tokenizer", "resume", "launch"}
-RESUME_FIELDS = {"from", "args", "damage", "model", "launch"}
+                   "tokenizer", "resume", "launch", "signal", "train", "earlier", "control"}
+# Contract v3 part 3 (c): the TrainerControl flags the world's control callback may set.
+CONTROL_FLAGS = {"should_save", "should_evaluate", "should_log", "should_training_stop", "should_epoch_stop"}
+# Contract v3 part 3 (g): a SIGTERM the process sends itself at a step (conformance/README.md
+# "Signal"); enable_jit_checkpoint's handler requests its checkpoint after a grace period of
+# JIT_KILL_WAIT seconds, which the world waits out (SIGNAL_WAIT) so that the outcome is the same
+# on every run.
+SIGNAL_FIELDS = {"at_step"}
+SIGNAL_WAIT = 3.5
+RESUME_FIELDS = {"from", "args", "damage", "model", "launch", "early_stopping"}
 # Contract v3, part 2 (conformance/README.md "Launch"): how many processes and nodes run a phase,
 # and whether the nodes share one disk. Default: one process (no launcher).
 LAUNCH_FIELDS = {"nnodes": (1, 2), "nproc_per_node": (1, 2), "disks": ("shared", "per-node")}
@@ -42,9 +51,9 @@ LAUNCH_DEFAULT = {"nnodes": 1, "nproc_per_node": 1, "disks": "shared"}
 NODE_DIR = re.compile(r"^node-[0-9]+$")
 # Model kinds (contract v3, conformance/README.md "Model kinds"): the fields each kind takes.
 MODEL_FIELDS = {
-    "regression": {"kind", "a", "b"},
-    "module": {"kind", "a", "b"},
-    "linear": {"kind", "a", "b"},
+    "regression": {"kind", "a", "b", "frozen"},
+    "module": {"kind", "a", "b", "frozen"},
+    "linear": {"kind", "a", "b", "frozen"},
     "lora": {"kind", "a", "b", "r", "alpha", "lora_a", "lora_b"},
 }
 # The fixed LoRA of the `lora` kind (conformance/README.md): every other LoraConfig field is peft's
@@ -58,7 +67,7 @@ GENERATOR_ARGS = {"output_dir", "report_to", "disable_tqdm", "logging_dir"}
 # old spelling (evaluation_strategy before 4.41).
 RENAMES = {"eval_strategy": "evaluation_strategy", "use_cpu": "no_cuda"}
 # Keys whose values are wall-clock measurements: never compared.
-VOLATILE_KEY = re.compile(r"(_runtime|_per_second)$")
+VOLATILE_KEY = re.compile(r"(_runtime|_per_second|_jit_compilation_time)$")
 
 
 class ScenarioError(Exception):
@@ -94,7 +103,46 @@ def load_scenario(path):
         check_launch(sc["launch"], path, "launch")
     if "resume" in sc:
         check_resume(sc["resume"], path)
+    if "signal" in sc:
+        check_signal(sc, path)
+    for k, e in enumerate(sc.get("earlier", [])):
+        # Contract v3 part 3 (a): {"folder": P} or {"file": P, "text": T}, P under output/.
+        ok = isinstance(e, dict) and (set(e) == {"folder"} or set(e) in ({"file"}, {"file", "text"}))
+        p = ok and e.get("folder", e.get("file"))
+        if not ok or not isinstance(p, str) or not p.startswith("output/") or ".." in p.split("/") or "" in p.split("/") \
+                or not isinstance(e.get("text", ""), str):
+            raise ScenarioError(f"{path}: field 'earlier[{k}]' must be {{\"folder\": P}} or {{\"file\": P, \"text\": T}} "
+                                f"with P under output/ (relative, no '..')")
+    if sc.get("earlier") and world_size(launch_of(sc.get("launch"))) > 1:
+        raise ScenarioError(f"{path}: field 'earlier' is for a first run of one process")
+    for k, c in enumerate(sc.get("control", [])):
+        if (not isinstance(c, dict) or set(c) != {"at_step", "set"} or c["set"] not in CONTROL_FLAGS
+                or isinstance(c["at_step"], bool) or not isinstance(c["at_step"], int) or c["at_step"] < 1):
+            raise ScenarioError(f"{path}: field 'control[{k}]' must be {{\"at_step\": N, \"set\": FLAG}} with N >= 1 and "
+                                f"FLAG one of {sorted(CONTROL_FLAGS)}")
+    if "train" in sc:
+        if not isinstance(sc["train"], bool):
+            raise ScenarioError(f"{path}: field 'train' must be true or false")
+        if sc["train"] is False and "resume" in sc:
+            raise ScenarioError(f"{path}: field 'train' may be false only without 'resume' (a resume needs a first "
+                                f"run's checkpoint)")
     return sc
+
+
+def check_signal(sc, path):
+    """Field `signal` (contract v3 part 3 g): strict. Only with enable_jit_checkpoint=True (else
+    SIGTERM's default action ends the generator itself) and one process."""
+    sg = sc["signal"]
+    if not isinstance(sg, dict) or set(sg) != SIGNAL_FIELDS:
+        raise ScenarioError(f"{path}: field 'signal' must be an object with exactly {sorted(SIGNAL_FIELDS)}")
+    n = sg["at_step"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ScenarioError(f"{path}: field 'signal.at_step' must be a positive integer (a global step)")
+    if sc.get("args", {}).get("enable_jit_checkpoint") is not True:
+        raise ScenarioError(f"{path}: field 'signal' needs args.enable_jit_checkpoint=true: without its handler "
+                            f"SIGTERM ends the process")
+    if world_size(launch_of(sc.get("launch"))) > 1 or world_size(launch_of((sc.get("resume") or {}).get("launch"))) > 1:
+        raise ScenarioError(f"{path}: field 'signal' is for one process (no launch of several)")
 
 
 def check_model(m, path, field):
@@ -111,6 +159,11 @@ def check_model(m, path, field):
     for k in ("a", "b", "lora_a", "lora_b", "alpha"):
         if k in m and (isinstance(m[k], bool) or not isinstance(m[k], (int, float))):
             raise ScenarioError(f"{path}: field '{field}.{k}' must be a number")
+    if "frozen" in m:
+        names = {"regression": ["a", "b"], "module": ["a", "b"], "linear": ["linear.weight", "linear.bias"]}[kind]
+        fr = m["frozen"]
+        if not isinstance(fr, list) or any(n not in names for n in fr) or len(set(fr)) != len(fr):
+            raise ScenarioError(f"{path}: field '{field}.frozen' must list distinct parameters of kind {kind!r}: {names}")
     if "r" in m and (isinstance(m["r"], bool) or not isinstance(m["r"], int) or m["r"] < 1):
         raise ScenarioError(f"{path}: field '{field}.r' must be a positive integer")
 
@@ -149,6 +202,10 @@ def check_resume(r, path):
         raise ScenarioError(f"{path}: field 'resume.from' must be \"last\" or \"checkpoint-<N>\", not {frm!r}")
     if not isinstance(r.get("args", {}), dict):
         raise ScenarioError(f"{path}: field 'resume.args' must be an object")
+    es = r.get("early_stopping")
+    if es is not None and (not isinstance(es, dict) or set(es) - {"patience", "threshold"}):
+        raise ScenarioError(f"{path}: field 'resume.early_stopping' must be null or an object with "
+                            f"'patience' and/or 'threshold'")
     if "model" in r:
         check_model(r["model"], path, "resume.model")
     if "launch" in r:
@@ -310,7 +367,17 @@ def hf_world():
 
 
 def make_model(spec, world):
-    """The model of a scenario's `model` field (contract v3; default kind "regression")."""
+    """The model of a scenario's `model` field (contract v3; default kind "regression"), with
+    the parameters `frozen` names set requires_grad=False (v3 part 3 b)."""
+    model = make_model_of_kind(spec, world)
+    frozen = spec.get("frozen", [])
+    for n, p in model.named_parameters():
+        if n in frozen:
+            p.requires_grad_(False)
+    return model
+
+
+def make_model_of_kind(spec, world):
     kind = spec.get("kind", "regression")
     a, b = float(spec.get("a", 0.0)), float(spec.get("b", 0.0))
     if kind == "regression":
@@ -362,6 +429,38 @@ class ScriptedMetrics:
         if name is not None:
             entry = entry.get(name, {})
         return dict(entry)
+
+
+def ControlAtSteps(items):
+    """The world's control callback (contract v3 part 3 c): in on_step_end, after the Trainer's
+    own callbacks, sets each item's TrainerControl flag at its global step."""
+    from transformers import TrainerCallback
+
+    class _Control(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            for c in items:
+                if state.global_step == c["at_step"]:
+                    setattr(control, c["set"], True)
+            return control
+
+    return _Control()
+
+
+def SignalAtStep(step):
+    """The world's signal (contract v3 part 3 g): after the Trainer's own callbacks' on_step_end
+    of global step `step`, SIGTERM to this process, then SIGNAL_WAIT seconds, past
+    enable_jit_checkpoint's grace period (its handler's timer then has requested the checkpoint)."""
+    import signal
+    import time
+    from transformers import TrainerCallback
+
+    class _Signal(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == step:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(SIGNAL_WAIT)
+
+    return _Signal()
 
 
 def make_tokenizer(world):
@@ -419,11 +518,17 @@ def one_run(sc, args, world, resume_from, model_spec=None):
         kwargs = dict(model=model, args=targs, train_dataset=train_set, eval_dataset=eval_set)
         if "metrics" in sc:
             kwargs["compute_metrics"] = ScriptedMetrics(sc["metrics"], sets)
-        if "early_stopping" in sc:
-            es = sc["early_stopping"]
+        es = sc.get("early_stopping")
+        if resume_from is not None and "early_stopping" in (sc.get("resume") or {}):
+            es = sc["resume"]["early_stopping"]  # contract v3 part 3 (d): the second run's own (or null)
+        if es is not None:
             kwargs["callbacks"] = [transformers.EarlyStoppingCallback(
                 early_stopping_patience=es.get("patience", 1),
                 early_stopping_threshold=es.get("threshold", 0.0))]
+        if sc.get("control"):
+            kwargs["callbacks"] = kwargs.get("callbacks", []) + [ControlAtSteps(sc["control"])]
+        if "signal" in sc:
+            kwargs["callbacks"] = kwargs.get("callbacks", []) + [SignalAtStep(sc["signal"]["at_step"])]
         if sc.get("tokenizer"):
             # The version's argument for it (processing_class from 4.46; tokenizer before), and
             # the default collator kept: with a tokenizer HF would pad with it instead.
@@ -434,7 +539,8 @@ def one_run(sc, args, world, resume_from, model_spec=None):
         # disable_tqdm makes PrinterCallback print every log to stdout; keep ours readable.
         with contextlib.redirect_stdout(open(os.devnull, "w")):
             if resume_from is None:
-                trainer.train()
+                if sc.get("train", True):  # contract v3 part 3 (f): `"train": false` calls only `finally`
+                    trainer.train()
             else:
                 trainer.train(resume_from_checkpoint=resume_from)
             for call in sc.get("finally", []):
@@ -450,6 +556,28 @@ def state_json(trainer):
     # TrainerState has no to_json_string; this is the serialisation of its own save_to_json.
     return (json.loads(json.dumps(dataclasses.asdict(trainer.state), indent=2, sort_keys=True))
             if trainer is not None else None)
+
+
+# The modification time `earlier` items get (2020-01-01T00:00:00Z): an earlier run's folders are
+# older than this run's by far more than the 1 s below which HF's mtime-ordered rotation falls
+# back to the numbers, so the outcome does not depend on how fast the run is.
+EARLIER_MTIME = 1577836800
+
+
+def make_earlier(items):
+    """`earlier` (contract v3 part 3 a), relative to the run directory (the cwd): what the output
+    folder holds before the first Trainer is built, every path made dated EARLIER_MTIME."""
+    for e in items:
+        if "folder" in e:
+            os.makedirs(e["folder"], exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(e["file"]), exist_ok=True)
+            with open(e["file"], "w", encoding="utf-8") as f:
+                f.write(e.get("text", ""))
+    for e in items:
+        parts = e.get("folder", e.get("file")).split("/")
+        for k in range(len(parts), 1, -1):  # the item, then its folders below output/
+            os.utime("/".join(parts[:k]), (EARLIER_MTIME, EARLIER_MTIME))
 
 
 def apply_damage(damage):
@@ -500,6 +628,7 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
             write_result({"hf_version": hf_version, "error": error, "final_state": state_json(trainer)})
             return error
         if phase in ("all", "first"):
+            make_earlier(sc.get("earlier", []))
             trainer, error = one_run(sc, sc.get("args", {}), world, None)
             first = {"hf_version": hf_version, "error": error, "final_state": state_json(trainer)}
             if r is None or error is not None or phase == "first":
@@ -604,11 +733,42 @@ def worker_main(task_file):
     os._exit(0)
 
 
+# Rendezvous ports: a range of 100 per generator process (by pid) below Linux's ephemeral range
+# (32768-60999). bind(0) hands out ephemeral ports: one chosen for a later task's store could be
+# taken meanwhile by a gloo connection of the running task (its rank 0 then fails to serve the
+# store and the others wait for it), and two generators side by side could pick the same one.
+_PORT_BASE = 20000 + (os.getpid() % 120) * 100
+_PORTS = itertools.cycle(range(_PORT_BASE, _PORT_BASE + 100))  # reused once a launch is over
+
+
 def free_port():
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    for p in itertools.islice(_PORTS, 100):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("no free port left in this generator's range of 100")
+
+
+def descendants(roots):
+    """Every live process below `roots` (Linux's /proc: each process's parent)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:
+                    # "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(roots)
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
 
 
 class LaunchError(Exception):
@@ -644,6 +804,12 @@ def torchrun(launch, tasks, scratch, label):
             rcs.append(p.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
             import signal
+            # torch.distributed.run starts each worker in a session of its own: kill the
+            # launchers' descendants by name first (killing a launcher orphans its workers, which
+            # then wait in a collective forever), then the launchers' own groups.
+            for pid in descendants([q.pid for q in procs]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             for q in procs:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(q.pid, signal.SIGKILL)
@@ -662,6 +828,35 @@ def torchrun(launch, tasks, scratch, label):
         outcomes.append(ranks)
     if any(rc != 0 for rc in rcs):
         raise LaunchError(f"launch {launch} of {len(tasks)} task(s) exited {rcs} after writing every outcome; see {logs}")
+    return outcomes
+
+
+def torchrun_retrying(launch, tasks, scratch, label):
+    """torchrun, and when a launch fails (now and then a rendezvous or a gloo teardown hangs; the
+    real HF's own errors are outcomes, never failures), every task of it again in a launch of its
+    own, each from a copy of its run directory as it was before the failed launch (a resume's run
+    directory holds the first phase's folders and the damage). Only complete launches, whose every
+    rank wrote its outcome and exited 0, reach a golden folder."""
+    backup = os.path.join(scratch, f"{label}.before")
+    for k, t in enumerate(tasks):
+        shutil.copytree(t["run_dir"], os.path.join(backup, str(k)), symlinks=True)
+    try:
+        return torchrun(launch, tasks, scratch, label)
+    except LaunchError as e:
+        first_error = e
+    outcomes = []
+    for k, t in enumerate(tasks):
+        for attempt in (1, 2):
+            shutil.rmtree(t["run_dir"])
+            shutil.copytree(os.path.join(backup, str(k)), t["run_dir"], symlinks=True)
+            try:
+                outcomes.append(torchrun(launch, [t], scratch, f"{label}-task{k}-try{attempt}")[0])
+                break
+            except LaunchError as e:
+                if attempt == 2:
+                    raise LaunchError(f"{e}\n(the launch of all {len(tasks)} task(s) had failed first: {first_error})")
+        print(f"note: {t['scenario']['name']} ({t['phase']}) ran again in a launch of its own after a failed launch",
+              file=sys.stderr)
     return outcomes
 
 
@@ -689,10 +884,17 @@ def run_phase_in_process(sc, phase, world, run_dir):
         os.chdir(here)
 
 
-def run_distributed(scs, world, hf_version, target, report):
+def run_distributed(scs, world, hf_version, target, report, phase="all"):
     """Every scenario with a launch of several processes: the first phases grouped by launch shape
     (one torchrun each), the damage, then the resumes grouped by theirs. Each scenario's
-    result.json is written at its run directory's root."""
+    result.json is written at its run directory's root (`target/<name>`).
+
+    `phase` splits this for cross-resume tests as run_scenario's does: "first" runs the first
+    phases and the damage (result.json is then the first phase's, its `ranks` included);
+    "second" runs the resumes in run directories such a first phase left (by either
+    implementation) and carries that result.json's error, final_state and ranks into `first`."""
+    if phase not in ("all", "first", "second"):
+        raise ValueError(f"phase {phase!r}")
     scratch = tempfile.mkdtemp(prefix="ckptspec-launch-")
     try:
         results = {}
@@ -710,7 +912,7 @@ def run_distributed(scs, world, hf_version, target, report):
                     continue
                 tasks = [{"scenario": sc, "run_dir": os.path.join(target, sc["name"]), "phase": ph} for sc, ph in items]
                 label = f"{phase_of.__name__}-{n}"
-                for (sc, ph), ranks in zip(items, torchrun(launch, tasks, scratch, label)):
+                for (sc, ph), ranks in zip(items, torchrun_retrying(launch, tasks, scratch, label)):
                     results.setdefault(sc["name"], {})[ph] = phase_result(ranks)
 
         def first(sc):
@@ -722,21 +924,31 @@ def run_distributed(scs, world, hf_version, target, report):
                 return None
             return "second"
 
-        for sc in scs:
-            run_dir = os.path.join(target, sc["name"])
-            if os.path.exists(run_dir):
-                shutil.rmtree(run_dir)
-            os.makedirs(run_dir)
-        run_group(first)
-        here = os.getcwd()
-        for sc in scs:
-            if second(sc) is not None:
-                os.chdir(os.path.join(target, sc["name"]))
-                try:
-                    apply_damage(sc["resume"].get("damage", []))
-                finally:
-                    os.chdir(here)
-        run_group(second)
+        if phase == "second":
+            for sc in scs:
+                with open(os.path.join(target, sc["name"], "result.json")) as f:
+                    done = json.load(f)
+                if "resume" not in sc or done["error"] is not None:
+                    raise ScenarioError(f"{sc['name']}: phase 'second' needs a resume scenario whose first run succeeded")
+                # The first phase's part as run_group recorded it (`ranks` only for several processes).
+                results[sc["name"]] = {"first": {k: done[k] for k in ("error", "final_state", "ranks") if k in done}}
+        else:
+            for sc in scs:
+                run_dir = os.path.join(target, sc["name"])
+                if os.path.exists(run_dir):
+                    shutil.rmtree(run_dir)
+                os.makedirs(run_dir)
+            run_group(first)
+            here = os.getcwd()
+            for sc in scs:
+                if second(sc) is not None:
+                    os.chdir(os.path.join(target, sc["name"]))
+                    try:
+                        apply_damage(sc["resume"].get("damage", []))
+                    finally:
+                        os.chdir(here)
+        if phase != "first":
+            run_group(second)
         for sc in scs:
             res = results[sc["name"]]
             top = res.get("second", res[first(sc)])

@@ -2,7 +2,9 @@
 //! argument vocabulary of the catalogue (conformance/scenarios), valid and invalid mixes alike,
 //! run through the generator with the real HF of a profile (one python process for all of them) and
 //! through the Rust trainer, each pair diffed with `diff::compare_run_dirs`. The model kind (contract
-//! v3: regression, module, linear, lora) is drawn from the catalogue's `model` fields too.
+//! v3: regression, module, linear, lora) is drawn from the catalogue's `model` fields too, and so
+//! is a launch of several processes (contract v3 part 2: `launch` and `resume.launch`, now and
+//! then: the generator runs them under torchrun, 15-30 s per launch shape and phase).
 //!
 //! ```sh
 //! CKPTSPEC_DIFFERENTIAL=1 cargo test --release --test differential -- --nocapture
@@ -10,7 +12,9 @@
 //! ```
 //! `CKPTSPEC_DIFFERENTIAL_HF=<version>` picks the profile (default the newest; another patch of a
 //! profiled minor runs that minor's profile) and its venv's python (`./dev venvs` makes them all);
-//! `CKPTSPEC_PYTHON` overrides the python.
+//! `CKPTSPEC_PYTHON` overrides the python. `CKPTSPEC_DIFFERENTIAL_DRAW=1` only draws: it prints each
+//! scenario's launch and resume (to pick a seed that draws what a short run should cover) and
+//! runs nothing.
 //! Each disagreeing scenario is written to `target/differential-failures/<version>/<name>.json` (a format
 //! v1 scenario file, ready for conformance/scenarios/) with the diff report next to it
 //! (`<name>.diff.txt`). Without `CKPTSPEC_DIFFERENTIAL` the test says it was skipped and passes.
@@ -42,6 +46,9 @@ struct Vocabulary {
     /// Contract v2: every `resume.args` override and every `resume.damage` item of the catalogue.
     resume_args: BTreeMap<String, Vec<Value>>,
     damage: Vec<Value>,
+    /// Contract v3, part 2: every `launch` and every `resume.launch` of the catalogue.
+    launches: Vec<Value>,
+    resume_launches: Vec<Value>,
 }
 
 fn push_unique(v: &mut Vec<Value>, x: &Value) {
@@ -67,6 +74,12 @@ fn vocabulary(root: &Path) -> Vocabulary {
             if let Some(m) = r.get("model") {
                 push_unique(&mut voc.models, m);
             }
+            if let Some(l) = r.get("launch") {
+                push_unique(&mut voc.resume_launches, l);
+            }
+        }
+        if let Some(l) = raw.get("launch") {
+            push_unique(&mut voc.launches, l);
         }
         for (field, list) in [
             ("data", &mut voc.data),
@@ -180,20 +193,49 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
         // so the releases' PeftModel errors come up too.
         sc["model"] = rng.pick(&voc.models).clone();
     }
-    if rng.chance(0.5) {
+    // A launch of several processes (contract v3 part 2), as the catalogue has them: each costs
+    // the generator a torchrun of 15-30 s per launch shape and phase, hence the modest chance.
+    // The catalogue's launches are of at most 2 processes (the Rust trainer refuses more) and
+    // set use_cpu, without which 5.x trains each process alone on a machine without a GPU; a
+    // few draws leave it out all the same.
+    let launch = (rng.chance(LAUNCH_CHANCE) && !voc.launches.is_empty()).then(|| rng.pick(&voc.launches).clone());
+    if let Some(l) = &launch {
+        sc["launch"] = l.clone();
+        if rng.chance(0.9) {
+            sc["args"]["use_cpu"] = json!(true);
+        }
+    }
+    let per_node = launch.as_ref().is_some_and(|l| l["disks"] == "per-node");
+    let world = launch.as_ref().map_or(1, |l| l["nnodes"].as_u64().unwrap_or(1) * l["nproc_per_node"].as_u64().unwrap_or(1));
+    // No resume of a launch with per-node disks: the catalogue has none, and a node whose disk
+    // cannot resume fails its processes alone, which leaves the launch to the generator's timeout.
+    if rng.chance(0.5) && !per_node {
         let lora = sc["model"]["kind"] == "lora";
-        sc["resume"] = random_resume(rng, voc, &args, lora);
+        sc["resume"] = random_resume(rng, voc, &args, lora, world as usize);
         if rng.chance(0.1) && !voc.models.is_empty() {
             sc["resume"]["model"] = rng.pick(&voc.models).clone();
+        }
+        // Resumed with another number of processes (2 -> 1, 1 -> 2, as the catalogue does).
+        if rng.chance(0.3) && !voc.resume_launches.is_empty() {
+            let l = rng.pick(&voc.resume_launches).clone();
+            if l["disks"] != "per-node" {
+                sc["resume"]["launch"] = l;
+                if launch.is_none() && rng.chance(0.9) {
+                    sc["args"]["use_cpu"] = json!(true);
+                }
+            }
         }
     }
     sc
 }
 
+/// The chance that a scenario runs under a launch of several processes.
+const LAUNCH_CHANCE: f64 = 0.15;
+
 /// A contract-v2 `resume`: from the last checkpoint or from a step of the run, now and then
 /// with overrides the catalogue uses and with damage: to the checkpoint resumed from (a file
 /// removed or cut, or the folder removed), or a damage item of the catalogue.
-fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>, lora: bool) -> Value {
+fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>, lora: bool, world: usize) -> Value {
     let max = args.get("max_steps").and_then(|v| v.as_i64()).filter(|m| *m > 0).unwrap_or(24);
     let from = if rng.chance(0.5) { "last".to_string() } else { format!("checkpoint-{}", 1 + rng.below(max as usize)) };
     let mut r = json!({"from": from});
@@ -205,7 +247,9 @@ fn random_resume(rng: &mut Rng, voc: &Vocabulary, args: &Map<String, Value>, lor
     if rng.chance(0.3) {
         let d = if from != "last" && rng.chance(0.7) {
             let weights = if lora { *rng.pick(&["adapter_model.safetensors", "adapter_config.json"]) } else { "model.safetensors" };
-            let file = *rng.pick(&["trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", weights, ""]);
+            // A launch writes one rng file per process: damage one of them.
+            let rng_file = if world > 1 { format!("rng_state_{}.pth", rng.below(world)) } else { "rng_state.pth".to_string() };
+            let file = *rng.pick(&["trainer_state.json", "optimizer.pt", "scheduler.pt", rng_file.as_str(), weights, ""]);
             let path = if file.is_empty() { format!("output/{from}") } else { format!("output/{from}/{file}") };
             if !file.is_empty() && rng.chance(0.4) { json!({"truncate": path, "bytes": 100}) } else { json!({"remove": path}) }
         } else if !voc.damage.is_empty() {
@@ -233,6 +277,8 @@ struct Tally {
     /// Scenarios whose second Trainer ran (HF's result.json has `first`), and with a tokenizer.
     resumed: usize,
     tokenizer: usize,
+    /// Contract v3 part 2: scenarios with a launch (first run or resume).
+    launched: usize,
     /// Contract v3: the first run's model kind, with counts.
     kinds: BTreeMap<String, usize>,
     /// HF's outcomes: "ok" or the exception type, with counts.
@@ -274,6 +320,12 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
         let sc = random_scenario(&mut rng, &voc, &profile, &name, seed);
         std::fs::write(sc_dir.join(format!("{name}.json")), serde_json::to_string_pretty(&sc).unwrap() + "\n").unwrap();
         names.push(name);
+        if std::env::var_os("CKPTSPEC_DIFFERENTIAL_DRAW").is_some() {
+            println!("{}: launch {} resume {} resume.launch {}", names.last().unwrap(), sc["launch"], sc.get("resume").is_some(), sc["resume"]["launch"]);
+        }
+    }
+    if std::env::var_os("CKPTSPEC_DIFFERENTIAL_DRAW").is_some() {
+        return;
     }
 
     // HF in one python process, in parallel with the Rust runs.
@@ -312,6 +364,10 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let mut t = Tally::default();
     for name in &names {
         t.total += 1;
+        let raw_sc: Value = serde_json::from_str(&std::fs::read_to_string(sc_dir.join(format!("{name}.json"))).unwrap()).unwrap();
+        if raw_sc.get("launch").is_some() || raw_sc["resume"].get("launch").is_some() {
+            t.launched += 1;
+        }
         let expected = hf_dir.join(name);
         let hf_result = ckptspec::formats::pyjson::read_file(expected.join("result.json")).ok();
         t.resumed += hf_result.as_ref().is_some_and(|r| r.get("first").is_some()) as usize;
@@ -364,7 +420,7 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     println!("\ndifferential test: {n} random scenarios (seed {seed}) through HF {hf} and the Rust trainer");
     println!("  HF raised an error in {} of them: {:?}", t.hf_errors, t.outcomes);
     println!("  contract v2: {} with a tokenizer, {} whose first run succeeded and a second Trainer resumed", t.tokenizer, t.resumed);
-    println!("  contract v3: model kinds {:?}", t.kinds);
+    println!("  contract v3: model kinds {:?}; {} under a launch of several processes (launch or resume.launch)", t.kinds, t.launched);
     let mut msgs: Vec<(&String, &usize)> = t.messages.iter().collect();
     msgs.sort_by(|a, b| b.1.cmp(a.1));
     for (m, c) in msgs.iter().take(8) {

@@ -18,11 +18,35 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ckptspec")
 }
 
+/// The output folders of a golden run directory: `output/`, or each node's `node-K/output`
+/// (per-node disks, contract v3 part 2), with the prefix inspect names a folder of that disk
+/// by in the run directory's report (node 0's, the report's own disk: none; another node's:
+/// `node-K/output/`), and the node.
+fn disks(run: &Path) -> Vec<(PathBuf, String, Option<usize>)> {
+    if run.join("output").is_dir() {
+        return vec![(run.join("output"), String::new(), None)];
+    }
+    let mut v: Vec<(PathBuf, String, Option<usize>)> = std::fs::read_dir(run)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let k: usize = e.file_name().to_string_lossy().strip_prefix("node-")?.parse().ok()?;
+            let out = e.path().join("output");
+            out.is_dir().then(|| (out, if k == 0 { String::new() } else { format!("node-{k}/output/") }, Some(k)))
+        })
+        .collect();
+    v.sort_by_key(|(_, _, k)| *k);
+    v
+}
+
 /// What the golden run's own files say inspect must report when HF raised an error
 /// (result.json) and the run stopped inside a save: the folder that save left behind. A
 /// `checkpoint-N` without its `trainer_state.json` (the file a save writes last but for the RNG
 /// state) is flagged (a problem: the resume picks it); 4.36-4.38's `tmp-checkpoint-N` is a
-/// warning (no resume or rotation matches it). (flagged, warned); nothing otherwise.
+/// warning (no resume or rotation matches it). (flagged, warned); nothing otherwise. Another
+/// node's disk is judged by `every_nodes_disk_is_read_as_hf_writes_it` (a node whose processes
+/// do not save holds rng files only, and 4.37 leaves them in tmp-checkpoint-N whatever happens).
 fn expected_flags(run: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     // result.json is Python's JSON (NaN and Infinity appear): read it as Python does.
     let result = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
@@ -30,15 +54,20 @@ fn expected_flags(run: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     if matches!(result.get("error"), None | Some(ckptspec::formats::pyjson::PyJson::Null)) {
         return (flagged, warned);
     }
-    for e in std::fs::read_dir(run.join("output")).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !e.path().is_dir() {
+    for (out, _, node) in disks(run) {
+        if node.is_some_and(|k| k > 0) {
             continue;
         }
-        if name.starts_with("tmp-checkpoint-") {
-            warned.insert(name);
-        } else if name.starts_with("checkpoint-") && !e.path().join("trainer_state.json").exists() {
-            flagged.insert(name);
+        for e in std::fs::read_dir(out).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !e.path().is_dir() {
+                continue;
+            }
+            if name.starts_with("tmp-checkpoint-") {
+                warned.insert(name);
+            } else if name.starts_with("checkpoint-") && !e.path().join("trainer_state.json").exists() {
+                flagged.insert(name);
+            }
         }
     }
     (flagged, warned)
@@ -56,9 +85,13 @@ struct Tally {
     resumed: usize,
     damaged: usize,
     skipped: Vec<String>,
+    /// Run directories with per-node disks (their other nodes' disks read too).
+    per_node: usize,
     /// Folders with no training_args.bin anywhere (HF raised before its first save, or only
     /// save_state ran): no replay can know their arguments.
     without_args: usize,
+    /// Scenarios whose folders callbacks, a signal or an earlier run shaped beyond the arguments.
+    outside: usize,
     failures: Vec<String>,
 }
 
@@ -90,14 +123,21 @@ fn still_damaged(run: &Path, sc: &ckptspec::world::scenario::Scenario) -> BTreeS
     let mut out = BTreeSet::new();
     for d in sc.resume.iter().flat_map(|r| &r.damage) {
         let parts: Vec<&str> = d.path().split('/').collect();
-        let [_, ck, _file] = parts[..] else { continue };
-        let (p, folder) = (run.join(d.path()), run.join("output").join(ck));
+        // `output/<ck>/<file>`, or `node-K/output/<ck>/<file>` on a per-node disk (named
+        // `node-K/output/<ck>` in the report but for node 0's, the report's own disk).
+        let (disk, ck) = match parts[..] {
+            [_, ck, _file] => ("output".to_string(), ck),
+            [node, _, ck, _file] => (format!("{node}/output"), ck),
+            _ => continue,
+        };
+        let (p, folder) = (run.join(d.path()), run.join(&disk).join(ck));
+        let name = if disk == "output" || disk == "node-0/output" { ck.to_string() } else { format!("{disk}/{ck}") };
         let still = match d {
             ckptspec::world::scenario::Damage::Remove { .. } => !p.exists(),
             ckptspec::world::scenario::Damage::Truncate { bytes, .. } => std::fs::metadata(&p).is_ok_and(|m| m.len() == *bytes),
         };
         if folder.is_dir() && still {
-            out.insert(ck.to_string());
+            out.insert(name);
         }
     }
     out
@@ -105,7 +145,10 @@ fn still_damaged(run: &Path, sc: &ckptspec::world::scenario::Scenario) -> BTreeS
 
 fn sweep_profile(version: &str, t: &mut Tally) {
     let root = golden().join(format!("hf-{version}"));
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|p| p.join("output").is_dir()).collect();
+    // Run directories with an output/, and those of launches with per-node disks.
+    // (Every golden run directory has its result.json; one without is being written by the
+    // generator right now, and is left out.)
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path()).filter(|p| !disks(p).is_empty() && p.join("result.json").is_file()).collect();
     runs.sort();
     for run in runs {
         let name = format!("hf-{version}/{}", run.file_name().unwrap().to_string_lossy());
@@ -127,8 +170,29 @@ fn sweep_profile(version: &str, t: &mut Tally) {
             }
             continue;
         }
+        if let Some(sc) = scenarios().get(&*run.file_name().unwrap().to_string_lossy()).filter(|s| !s.control.is_empty() || s.signal.is_some() || !s.earlier.is_empty()) {
+            // Not what the arguments alone write: a callback's control flags or a signal saved
+            // (contract v3 part 3), or an earlier run's folders were there (rotation counts them).
+            // The replay knows the arguments only; what must hold is that each earlier
+            // checkpoint-N folder still there is reported as not this run's.
+            t.outside += 1;
+            let flagged: BTreeSet<String> = r.flagged_folders().into_iter().collect();
+            for e in &sc.earlier {
+                let Some(folder) = e.path().strip_prefix("output/").and_then(|p| p.split('/').next()) else { continue };
+                // Only checkpoint-<digits> is a checkpoint (HF's PREFIX_CHECKPOINT_DIR regex);
+                // a checkpoint-best of another run is a folder like any other.
+                let numbered = folder.strip_prefix("checkpoint-").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if numbered && run.join("output").join(folder).is_dir() && !flagged.contains(folder) {
+                    t.failures.push(format!("{name}: the earlier run's {folder} is not flagged (flagged {flagged:?})"));
+                }
+            }
+            continue;
+        }
         t.folders += 1;
-        t.checkpoints += r.checkpoints.len();
+        t.checkpoints += r.checkpoints.len() + r.nodes.iter().filter_map(|n| n.report.as_ref()).map(|o| o.checkpoints.len()).sum::<usize>();
+        if !r.nodes.is_empty() {
+            t.per_node += 1;
+        }
         if !holds_training_args(&run) {
             t.without_args += 1;
         }
@@ -196,6 +260,8 @@ fn no_false_alarms_on_any_golden_folder() {
         all.damaged += t.damaged;
         all.skipped.extend(t.skipped);
         all.without_args += t.without_args;
+        all.per_node += t.per_node;
+        all.outside += t.outside;
         all.failures.extend(t.failures);
     }
     println!(
@@ -211,6 +277,9 @@ fn no_false_alarms_on_any_golden_folder() {
         start.elapsed()
     );
     println!("  resume scenarios (two runs and the damage between them): {} folders, {} checkpoints still damaged, each checked as flagged", all.resumed, all.damaged);
+    println!("  run directories with per-node disks (every node's output/ read): {}", all.per_node);
+    println!("  shaped by callbacks, a signal or an earlier run (earlier checkpoints checked as flagged): {}", all.outside);
+    assert!(all.per_node > 0, "no golden run directory with per-node disks: the node-by-node reading is never exercised");
     assert!(all.damaged > 0, "no damaged checkpoint survives in a resume golden: the damage check is never exercised");
     // Why folders were not replayed, by reason (the text before its first specific detail).
     let mut why: std::collections::BTreeMap<String, usize> = Default::default();
@@ -661,4 +730,403 @@ fn a_folder_without_a_version_is_the_tools_own_error() {
     assert_eq!(o.status.code(), Some(2));
     let e = inspect::inspect(&t.path().join("nope")).unwrap_err();
     assert!(e.contains("not a folder"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches of several processes: the rng files a world size needs, and per-node disks. The
+// expectations come from the scenario files (their `launch`), HF's own files in the golden
+// folders and the goldens' result.json, never from inspect's own tables.
+
+fn scenario(name: &str) -> &'static ckptspec::world::scenario::Scenario {
+    scenarios().get(name).unwrap_or_else(|| panic!("no scenario {name}"))
+}
+
+/// The scenario's launch: (world size, processes per node, per-node disks).
+fn launch_of(name: &str) -> (usize, usize, bool) {
+    let l = scenario(name).launch.unwrap_or_default();
+    (l.world_size(), l.nproc_per_node, l.disks == ckptspec::world::launch::Disks::PerNode)
+}
+
+fn rng_files_in(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|f| f.starts_with("rng_state")).collect()
+}
+
+/// Every profile's golden run directory of `scenario`, where it exists.
+fn goldens_of(scenario: &str) -> Vec<(&'static str, PathBuf)> {
+    profile::supported().iter().map(|v| (*v, golden().join(format!("hf-{v}")).join(scenario))).filter(|(_, p)| p.join("result.json").is_file()).collect()
+}
+
+#[test]
+fn training_args_bin_records_the_launch_its_writer_was_part_of() {
+    // distributed_state: the world size, and the writing process (rank 0 on a shared disk, a
+    // node's first process with save_on_each_node on its own disk), in every profile.
+    let mut read = 0;
+    for scenario in ["dist-save-rotate", "dist-nodes-node-local", "dist-nodes-save-on-each-node", "rotation-limit-2"] {
+        let (world, nproc, _) = launch_of(scenario);
+        let use_cpu = scenario != "rotation-limit-2";
+        for (v, run) in goldens_of(scenario) {
+            for (out, _, node) in disks(&run) {
+                for s in checkpoint_steps(&out) {
+                    let p = out.join(format!("checkpoint-{s}")).join("training_args.bin");
+                    if !p.is_file() {
+                        continue;
+                    }
+                    let a = inspect::read_training_args(&p).unwrap();
+                    let l = a.launch.clone().unwrap_or_else(|e| panic!("{v}: {e}")).unwrap_or_else(|| panic!("{v} {}: no launch record", p.display()));
+                    let first_of_node = node.unwrap_or(0) * nproc;
+                    assert_eq!((l.num_processes, l.process_index, l.local_process_index), (world, first_of_node, 0), "{v} {}", p.display());
+                    assert_eq!(l.multi_cpu, use_cpu, "{v} {}: {:?}", p.display(), l.distributed_type);
+                    assert_eq!(l.writer_on_other_node(), node.is_some_and(|k| k > 0), "{v} {}", p.display());
+                    read += 1;
+                }
+            }
+        }
+    }
+    assert!(read > 52 * 4, "only {read} training_args.bin read");
+}
+
+#[test]
+fn a_broken_distributed_state_is_named_with_its_file() {
+    use ckptspec::formats::torch_format::{self, Value};
+    let (_t, out) = copy_output("5.24.0", "dist-save-rotate");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    let p = out.join(&newest).join("training_args.bin");
+    let mut v = torch_format::load(&p).unwrap();
+    let Value::Object(o) = &mut v else { panic!("not an object") };
+    let Some(Value::Dict(state)) = o.state.as_mut() else { panic!("no state") };
+    let (_, ds) = state.iter_mut().find(|(k, _)| k.as_str() == Some("distributed_state")).expect("distributed_state");
+    let Value::Object(ds) = ds else { panic!("distributed_state is not an object") };
+    let Some(Value::Dict(d)) = ds.state.as_mut() else { panic!("no PartialState dict") };
+    d.iter_mut().find(|(k, _)| k.as_str() == Some("num_processes")).unwrap().1 = Value::Str("two".into());
+    torch_format::save(&p, &v).unwrap();
+    let e = inspect::read_training_args(&p).unwrap().launch.unwrap_err();
+    assert!(e.contains(&p.display().to_string()) && e.contains("num_processes"), "{e}");
+    let r = inspect::inspect(&out).unwrap();
+    assert!(r.notes.iter().chain(r.checkpoints.iter().flat_map(|c| &c.notes)).any(|n| n.contains("num_processes") && n.contains("training_args.bin")), "{}", r.render());
+}
+
+#[test]
+fn a_missing_rank_file_is_reported_with_what_the_resume_does() {
+    let scenario = "dist-save-rotate";
+    let (world, _, _) = launch_of(scenario);
+    assert_eq!(world, 2);
+    for v in ["4.31.0", "4.46.3", "5.24.0"] {
+        // The run directory (its output/ is every process's disk) and a bare copy of output/
+        // (the disk's ranks then come from its other checkpoints and each writer's own rank).
+        for bare in [false, true] {
+            let (_t, dir) = if bare { copy_output(v, scenario) } else { copy_run(v, scenario) };
+            let out = if bare { dir.clone() } else { dir.join("output") };
+            let steps = checkpoint_steps(&out);
+            assert!(steps.len() >= 2, "{v}: {steps:?}");
+            let newest = format!("checkpoint-{}", steps.last().unwrap());
+            assert_eq!(rng_files_in(&out.join(&newest)), (0..world).map(|r| format!("rng_state_{r}.pth")).collect(), "{v}: the golden's files");
+            std::fs::remove_file(out.join(&newest).join("rng_state_1.pth")).unwrap();
+            let ctx = format!("{v} bare={bare}");
+            let r = assert_flagged(&dir, &newest, Some("rng_state_1.pth"));
+            let c = r.checkpoints.iter().find(|c| c.name == newest).unwrap();
+            assert_eq!(c.missing, vec!["rng_state_1.pth".to_string()], "{ctx}");
+            assert!(!c.complete, "{ctx}");
+            // HF logs it at info level and goes on: the resume does not fail.
+            assert!(c.resume_fails.is_empty(), "{ctx}: {:?}", c.resume_fails);
+            assert!(
+                c.resume_degraded.iter().any(|d| d.contains("Didn't find an RNG file for process 1") && d.contains("info level")),
+                "{ctx}: {:?}",
+                c.resume_degraded
+            );
+            assert_eq!(r.resume_pick.as_deref(), Some(newest.as_str()));
+            assert!(r.resume_reasons.is_empty(), "{ctx}: {:?}", r.resume_reasons);
+            let as_written = r.resume_worlds.iter().find(|x| x.as_written).expect("a line for the launch as written");
+            assert_eq!((as_written.processes, as_written.not_found.clone(), as_written.found.clone()), (world, vec!["rng_state_1.pth".to_string()], vec!["rng_state_0.pth".to_string()]), "{ctx}");
+            // The other checkpoint is untouched and complete.
+            let older = format!("checkpoint-{}", steps[0]);
+            assert!(r.checkpoints.iter().find(|c| c.name == older).unwrap().complete, "{ctx}: {}", r.render());
+        }
+    }
+}
+
+#[test]
+fn rank_files_missing_from_every_checkpoint_of_a_bare_folder_are_a_warning_of_a_shared_disk_a_problem() {
+    // A bare folder holding rank 0's files only, in every checkpoint, is what node 0's own
+    // disk holds with per-node disks: said, not counted. In the run directory (output/ is the
+    // disk every process shares) the same folder misses rank 1's files: a problem at each.
+    let scenario = "dist-save-rotate";
+    for bare in [true, false] {
+        let (_t, dir) = if bare { copy_output("5.24.0", scenario) } else { copy_run("5.24.0", scenario) };
+        let out = if bare { dir.clone() } else { dir.join("output") };
+        let steps = checkpoint_steps(&out);
+        for s in &steps {
+            std::fs::remove_file(out.join(format!("checkpoint-{s}")).join("rng_state_1.pth")).unwrap();
+        }
+        let r = inspect::inspect(&dir).unwrap();
+        if bare {
+            assert!(r.problems.is_empty(), "{}", r.render());
+            assert!(r.warnings.iter().any(|w| w.contains("rank(s) 0 only") && w.contains("rng_state_1.pth")), "{}", r.render());
+            assert_eq!(r.launch.as_ref().unwrap().ranks_here, Some(vec![0]));
+        } else {
+            for s in &steps {
+                assert_flagged(&dir, &format!("checkpoint-{s}"), Some("rng_state_1.pth"));
+            }
+        }
+    }
+    // The writer's own rank belongs on its disk: rank 0's file gone from every checkpoint of a
+    // bare folder is still missing (training_args.bin: written by process 0).
+    let (_t, out) = copy_output("5.24.0", scenario);
+    for s in checkpoint_steps(&out) {
+        std::fs::remove_file(out.join(format!("checkpoint-{s}")).join("rng_state_0.pth")).unwrap();
+    }
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    assert_flagged(&out, &newest, Some("rng_state_0.pth"));
+}
+
+#[test]
+fn a_corrupt_rank_file_fails_the_resume_of_its_process() {
+    let (_t, run) = copy_run("5.24.0", "dist-save-rotate");
+    let out = run.join("output");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    let f = std::fs::OpenOptions::new().write(true).open(out.join(&newest).join("rng_state_1.pth")).unwrap();
+    f.set_len(64).unwrap();
+    let r = assert_flagged(&run, &newest, Some("rng_state_1.pth"));
+    assert!(!r.resume_ok);
+    assert!(r.resume_reasons.iter().any(|x| x.contains("rng_state_1.pth") && x.contains("process 1")), "{:?}", r.resume_reasons);
+}
+
+#[test]
+fn a_rank_file_of_no_process_of_the_world_is_a_note() {
+    // rng_state_2.pth in a folder two processes wrote: no process of a resume with 2 reads it.
+    let (_t, run) = copy_run("5.24.0", "dist-save-rotate");
+    let out = run.join("output");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+    std::fs::copy(out.join(&newest).join("rng_state_1.pth"), out.join(&newest).join("rng_state_2.pth")).unwrap();
+    let r = inspect::inspect(&run).unwrap();
+    assert!(r.problems.is_empty(), "{}", r.render());
+    let c = r.checkpoints.iter().find(|c| c.name == newest).unwrap();
+    assert!(c.notes.iter().any(|n| n.contains("rng_state_2.pth") && n.contains("world of 2")), "{:?}", c.notes);
+}
+
+#[test]
+fn a_resume_with_another_world_size_says_which_file_each_process_looks_for() {
+    // (scenario, the first run's checkpoints kept: the second run's removed). The expectations
+    // are the files in the golden folder; whether a resume with 2 processes raises first is the
+    // golden dist-resume-1-to-2's own outcome in that release (its second run resumed with 2).
+    for v in ["4.31.0", "4.46.3", "5.17.0", "5.24.0"] {
+        let two_raises = {
+            let r = ckptspec::formats::pyjson::read_file(golden().join(format!("hf-{v}/dist-resume-1-to-2/result.json"))).unwrap();
+            match r.get("error").and_then(|e| e.get("message")) {
+                Some(ckptspec::formats::pyjson::PyJson::Str(m)) => m.contains("restore data location"),
+                _ => false,
+            }
+        };
+        for scenario in ["dist-resume-2-to-1", "dist-resume-1-to-2"] {
+            let first_world = launch_of(scenario).0;
+            let (_t, out) = copy_output(v, scenario);
+            // Keep the first run's checkpoints: those whose rng files are the first world's.
+            let first_steps: Vec<u64> = checkpoint_steps(&out)
+                .into_iter()
+                .filter(|s| {
+                    let f = rng_files_in(&out.join(format!("checkpoint-{s}")));
+                    let keep = (first_world == 1) == f.contains("rng_state.pth");
+                    if !keep {
+                        std::fs::remove_dir_all(out.join(format!("checkpoint-{s}"))).unwrap();
+                    }
+                    keep
+                })
+                .collect();
+            assert!(!first_steps.is_empty(), "{v} {scenario}");
+            let newest = format!("checkpoint-{}", first_steps.last().unwrap());
+            let held = rng_files_in(&out.join(&newest));
+            let r = inspect::inspect(&out).unwrap();
+            let ctx = format!("{v} {scenario}");
+            assert!(r.problems.is_empty(), "{ctx}: {}", r.render());
+            assert_eq!(r.resume_pick.as_deref(), Some(newest.as_str()), "{ctx}");
+            let with = |m: usize| r.resume_worlds.iter().find(|x| x.processes == m).unwrap_or_else(|| panic!("{ctx}: no line for {m}: {:#?}", r.resume_worlds));
+            // One process looks for rng_state.pth; two look for rng_state_0.pth and rng_state_1.pth.
+            let one = with(1);
+            assert_eq!(one.as_written, first_world == 1, "{ctx}");
+            assert_eq!(one.found.iter().chain(&one.not_found).cloned().collect::<Vec<_>>(), vec!["rng_state.pth".to_string()], "{ctx}");
+            assert_eq!(one.found.is_empty(), !held.contains("rng_state.pth"), "{ctx}");
+            let two = with(2);
+            let wanted: Vec<String> = (0..2).map(|r| format!("rng_state_{r}.pth")).collect();
+            assert_eq!(two.found.iter().chain(&two.not_found).cloned().collect::<BTreeSet<_>>(), wanted.iter().cloned().collect::<BTreeSet<_>>(), "{ctx}");
+            assert_eq!(two.not_found.iter().cloned().collect::<BTreeSet<_>>(), wanted.iter().filter(|f| !held.contains(*f)).cloned().collect::<BTreeSet<_>>(), "{ctx}");
+            if !two.not_found.is_empty() {
+                assert!(two.text.contains("Didn't find an RNG file for process") && two.text.contains("info level"), "{ctx}: {}", two.text);
+            }
+            assert_eq!(two.raises.is_some(), two_raises, "{ctx}: {:?}", two.raises);
+            assert!(one.raises.is_none(), "{ctx}");
+            if first_world == 2 {
+                let three = with(3);
+                assert_eq!(three.not_found, vec!["rng_state_2.pth".to_string()], "{ctx}");
+            }
+        }
+    }
+}
+
+/// Every per-node golden run directory: its nodes' disks.
+fn per_node_goldens() -> Vec<(&'static str, String, PathBuf)> {
+    let mut v = vec![];
+    for version in profile::supported() {
+        let root = golden().join(format!("hf-{version}"));
+        for e in std::fs::read_dir(&root).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().join("node-0").is_dir() && e.path().join("result.json").is_file() && scenarios().contains_key(&name) && scenario(&name).resume.is_none() {
+                v.push((version, name, e.path()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn every_nodes_disk_is_read_as_hf_writes_it() {
+    // Per-node disks: node 0's disk holds the checkpoints, another node's holds what HF writes
+    // there: with save_on_each_node=False its processes' rng files only (4.37 leaves them in
+    // tmp-checkpoint-N, 4.38 deletes them), with save_on_each_node=True a checkpoint of its own
+    // (from 5.15 without the weights). None of that is a problem; a resume of such a node
+    // fails where its checkpoint has no weights, said with the verdict.
+    let runs = per_node_goldens();
+    assert!(runs.len() >= 2 * 52, "only {} per-node golden runs", runs.len());
+    let mut node_disks = 0;
+    for (v, name, run) in runs {
+        let ctx = format!("hf-{v}/{name}");
+        let (world, nproc, per_node) = launch_of(&name);
+        assert!(per_node, "{ctx}");
+        let save_on_each_node = scenario(&name).args.get("save_on_each_node").and_then(|x| x.as_bool()).unwrap_or(false);
+        let result = ckptspec::formats::pyjson::read_file(run.join("result.json")).unwrap();
+        let failed = !matches!(result.get("error"), None | Some(ckptspec::formats::pyjson::PyJson::Null));
+        // The run directory, node 1's folder, and node 1's output/ folder: each reads every disk.
+        for (pointed, primary) in [(run.clone(), 0), (run.join("node-1"), 1), (run.join("node-1").join("output"), 1)] {
+            if !pointed.is_dir() {
+                continue;
+            }
+            let empty = std::fs::read_dir(run.join(format!("node-{primary}/output"))).map_or(true, |mut d| d.next().is_none());
+            if empty {
+                // 4.38 deletes the staging folders of a node that does not save: pointed at,
+                // its disk is the tool's error, saying so.
+                let e = inspect::inspect(&pointed).unwrap_err();
+                assert!(e.contains("holds nothing"), "{ctx}: {e}");
+                continue;
+            }
+            let r = inspect::inspect(&pointed).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(r.node, Some(primary), "{ctx} {}", pointed.display());
+            if !failed {
+                assert!(r.problems.is_empty(), "{ctx} {}: {}", pointed.display(), r.render());
+            }
+            let mut reports: Vec<(usize, &Report)> = vec![(primary, &r)];
+            reports.extend(r.nodes.iter().filter_map(|n| n.report.as_deref().map(|o| (n.node, o))));
+            let present: BTreeSet<usize> = disks(&run).into_iter().filter_map(|(o, _, k)| (std::fs::read_dir(&o).unwrap().count() > 0).then_some(k.unwrap())).collect();
+            assert_eq!(reports.iter().map(|(k, _)| *k).collect::<BTreeSet<_>>(), present, "{ctx}: every node's disk with files is read");
+            for (k, o) in reports {
+                node_disks += 1;
+                let ranks: Vec<usize> = (k * nproc..(k + 1) * nproc).collect();
+                let l = o.launch.as_ref().unwrap_or_else(|| panic!("{ctx} node {k}: no launch"));
+                assert_eq!((l.record.num_processes, l.ranks_here.clone()), (world, Some(ranks.clone())), "{ctx} node {k}");
+                let out = run.join(format!("node-{k}")).join("output");
+                for c in &o.checkpoints {
+                    let files = rng_files_in(&out.join(&c.name));
+                    assert_eq!(files, ranks.iter().map(|r| format!("rng_state_{r}.pth")).collect(), "{ctx} node {k} {}: the golden's files", c.name);
+                    if !failed {
+                        assert!(c.complete, "{ctx} node {k} {}: {}", c.name, o.render());
+                    }
+                    // A resume there fails by HF's design exactly where the golden folder has
+                    // no weights file.
+                    let weights = std::fs::read_dir(out.join(&c.name)).unwrap().flatten().any(|e| {
+                        let f = e.file_name().to_string_lossy().into_owned();
+                        f.ends_with(".safetensors") || f == "pytorch_model.bin"
+                    });
+                    assert_eq!(c.resume_by_design.is_empty(), weights, "{ctx} node {k} {}", c.name);
+                }
+                if k > 0 && !save_on_each_node {
+                    // Its folders hold rng files only, and never a resumable checkpoint.
+                    for l in &o.leftovers {
+                        assert!(l.name.starts_with("tmp-checkpoint-") && l.what.contains("Not an interrupted save"), "{ctx} node {k}: {}", l.what);
+                        assert_eq!(rng_files_in(&out.join(&l.name)), ranks.iter().map(|r| format!("rng_state_{r}.pth")).collect(), "{ctx}");
+                    }
+                    assert!(!o.resume_ok, "{ctx} node {k}");
+                }
+            }
+            // Whatever keeps a node from resuming is said with the verdict.
+            let node1 = run.join("node-1").join("output");
+            let node1_resumes = checkpoint_steps_if(&node1).last().is_some_and(|s| {
+                std::fs::read_dir(node1.join(format!("checkpoint-{s}"))).unwrap().flatten().any(|e| {
+                    let f = e.file_name().to_string_lossy().into_owned();
+                    f.ends_with(".safetensors") || f == "pytorch_model.bin"
+                })
+            });
+            if !failed {
+                // Node 1's own failure: said of node 1 ("node 1: ..." from another node's report,
+                // unprefixed in its own), for its pick without weights or its missing pick.
+                let about_node1 = |x: &String| {
+                    x.contains("node 1's disk has no checkpoint-N")
+                        || x.contains("no weights file") && (if primary == 1 { !x.starts_with("node ") } else { x.starts_with("node 1: ") })
+                };
+                assert_eq!(r.resume_by_design.iter().any(about_node1), !node1_resumes, "{ctx} {}: {:#?}", pointed.display(), r.resume_by_design);
+                assert_eq!(r.render().contains("a resume fails:"), !r.resume_by_design.is_empty(), "{ctx}");
+            }
+        }
+    }
+    assert!(node_disks > 0);
+}
+
+fn checkpoint_steps_if(out: &Path) -> Vec<u64> {
+    if out.is_dir() { checkpoint_steps(out) } else { vec![] }
+}
+
+#[test]
+fn damage_on_another_nodes_disk_is_named_by_its_node() {
+    // save_on_each_node=False: node 1's folders hold rng_state_1.pth; removed, it is missing.
+    let (_t, run) = copy_run("5.24.0", "dist-nodes-node-local");
+    let node1 = run.join("node-1").join("output");
+    let newest = format!("checkpoint-{}", checkpoint_steps(&node1).last().unwrap());
+    std::fs::remove_file(node1.join(&newest).join("rng_state_1.pth")).unwrap();
+    let r = assert_flagged(&run, &format!("node-1/output/{newest}"), Some("rng_state_1.pth"));
+    assert!(r.problems.iter().any(|p| p.message.starts_with("node 1: ")), "{}", r.render());
+    // The same damage seen from node 1's own folder: its own checkpoint.
+    assert_flagged(&node1, &newest, Some("rng_state_1.pth"));
+    // save_on_each_node=True: node 1's first process saves; its optimizer.pt removed is missing.
+    for v in ["4.40.2", "5.24.0"] {
+        let (_t, run) = copy_run(v, "dist-nodes-save-on-each-node");
+        let node1 = run.join("node-1").join("output");
+        let newest = format!("checkpoint-{}", checkpoint_steps(&node1).last().unwrap());
+        std::fs::remove_file(node1.join(&newest).join("optimizer.pt")).unwrap();
+        assert_flagged(&run, &format!("node-1/output/{newest}"), Some("optimizer.pt"));
+    }
+}
+
+#[test]
+fn a_nodes_disk_copied_out_of_its_run_directory() {
+    // Without the run directory, node 1's disk of save_on_each_node=False names no version:
+    // the tool's error, naming the folder and what it holds.
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("output");
+    copy_dir(&golden().join("hf-5.24.0/dist-nodes-node-local/node-1/output"), &out);
+    let e = inspect::inspect(&out).unwrap_err();
+    assert!(e.contains(&out.display().to_string()) && e.contains("rng_state_<rank>.pth files only"), "{e}");
+    let o = std::process::Command::new(bin()).args(["inspect", out.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // With save_on_each_node=True its own training_args.bin says a node's first process other
+    // than rank 0 wrote it: from 5.15 without weights (a resume there fails, HF's doing), before
+    // with them. The golden folders decide which.
+    for v in ["4.40.2", "5.14.1", "5.15.1", "5.24.0"] {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("output");
+        copy_dir(&golden().join(format!("hf-{v}/dist-nodes-save-on-each-node/node-1/output")), &out);
+        let newest = format!("checkpoint-{}", checkpoint_steps(&out).last().unwrap());
+        let weights = out.join(&newest).join("model.safetensors").is_file() || out.join(&newest).join("pytorch_model.bin").is_file();
+        let r = inspect::inspect(&out).unwrap();
+        assert!(r.problems.is_empty(), "{v}: {}", r.render());
+        assert_eq!(r.resume_ok, weights, "{v}: {}", r.render());
+        let c = r.checkpoints.iter().find(|c| c.name == newest).unwrap();
+        assert_eq!(c.resume_by_design.is_empty(), weights, "{v}: {:?}", c.resume_by_design);
+        assert_eq!(r.resume_by_design.iter().any(|x| x.contains("no weights file")), !weights, "{v}: {:?}", r.resume_by_design);
+        let (code, _) = run_bin(&out);
+        assert_eq!(code, 0, "{v}");
+    }
+    // Node 0's disk alone holds rank 0's files only: as node 0's own disk should; said.
+    let t0 = tempfile::tempdir().unwrap();
+    let out0 = t0.path().join("output");
+    copy_dir(&golden().join("hf-5.24.0/dist-nodes-node-local/node-0/output"), &out0);
+    let r = inspect::inspect(&out0).unwrap();
+    assert!(r.problems.is_empty(), "{}", r.render());
+    assert!(r.warnings.iter().any(|w| w.contains("rank(s) 0 only")), "{}", r.render());
 }

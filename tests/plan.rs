@@ -77,7 +77,7 @@ fn history_lines(state: &PyJson) -> Vec<Line> {
 }
 
 /// Compares one plan with its golden run directory; returns the differences.
-fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> Vec<String> {
+fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool, earlier: &BTreeSet<u64>) -> Vec<String> {
     let mut bad = vec![];
     let a = match &vp.outcome {
         Ok(a) => a,
@@ -114,7 +114,9 @@ fn judge(vp: &VersionPlan, golden: &Path, best_names_written_folders: bool) -> V
     // Saved: every folder the golden shows was saved: those left, and those a state names as
     // best, except where HF names the evaluating step's folder whether it is written or not
     // (the behavior table's path-based best timing, 4.47-4.49).
-    let mut seen: BTreeSet<u64> = left.iter().filter_map(|n| step_of(n)).collect();
+    // A checkpoint folder the scenario's `earlier` made before the run (contract v3 part 3 a) is
+    // no save of this run.
+    let mut seen: BTreeSet<u64> = left.iter().filter_map(|n| step_of(n)).filter(|s| !earlier.contains(s)).collect();
     if best_names_written_folders {
         let mut states: Vec<PyJson> = left.iter().filter_map(|n| pyjson::read_file(out.join(n).join("trainer_state.json")).ok()).collect();
         states.extend(state.cloned());
@@ -262,7 +264,9 @@ fn every_golden_scenario_is_predicted_by_its_plan_with_the_golden_metrics() {
                     if first.is_some() && vp.outcome.as_ref().is_ok_and(|a| a.resume.as_ref().is_some_and(|r| r.ran)) {
                         resumed += 1;
                     }
-                    judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath)
+                    let earlier: BTreeSet<u64> =
+                        sc.earlier.iter().filter_map(|e| e.path().split('/').nth(1).and_then(step_of)).collect();
+                    judge(&vp, &golden, p.best_timing != BestTiming::EveryEvalByPath, &earlier)
                 }
                 Err(e) => vec![format!("tool error: {e}")],
             };

@@ -336,7 +336,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", &profile.scheduler_types));
     }
     if profile.optim_checked_early {
-        optim_and_device_checks(&raw, profile)?;
+        optim_and_device_checks(&mut raw, profile)?;
         convert_debug(&mut raw)?;
     }
     let save_enum = profile.save_strategy_enum;
@@ -465,7 +465,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
     }
     if !profile.optim_checked_early {
-        optim_and_device_checks(&raw, profile)?;
+        optim_and_device_checks(&mut raw, profile)?;
     }
     let mut warmup_ratio = 0.0;
     if profile.warmup_steps_ratio {
@@ -618,10 +618,16 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
 /// machine meets: `tf32=True` needs a CUDA device of the Ampere generation, which it lacks
 /// (False only turns TF32 off where CUDA exists: nothing here). Where they stand in
 /// `__post_init__` is the release's (`optim_checked_early`).
-fn optim_and_device_checks(raw: &Raw, profile: &Profile) -> Result<(), HfError> {
+fn optim_and_device_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfError> {
     let optim = raw.string("optim").unwrap_or_default();
     if !profile.optimizer_names.contains(&optim) {
         return Err(enum_error(&py_str(raw.get("optim")), "OptimizerNames", &profile.optimizer_names));
+    }
+    // The deprecated `adafactor` flag (4.31-4.57; 5.0 removed the field, so TrainingArguments
+    // raises its TypeError for it first): `self.optim = OptimizerNames.ADAFACTOR` with a
+    // FutureWarning, right after the conversion (training_args.bin records both fields).
+    if profile.has_field("adafactor") && raw.boolean("adafactor") {
+        raw.set("optim", PyJson::Str("adafactor".into()));
     }
     // `self.device.type != "cuda" and (self.fp16 or self.fp16_full_eval)`, right after the optim
     // conversion, in the releases that check it (`fp16_cpu_error`).
@@ -697,8 +703,11 @@ pub fn modelled(name: &str) -> bool {
 
 /// The reproduced fields the trainer models for some values only, with the values it models.
 pub const MODELLED_VALUES: &[(&str, fn(&Value) -> bool)] = &[
-    // The AdamW variants, plain SGD, and the seed config's bitsandbytes optimizer (HF's error).
-    ("optim", |v| matches!(v.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd" | "paged_adamw_32bit"))),
+    // The AdamW variants, plain SGD, torch's Adagrad and RMSprop, transformers' Adafactor, and
+    // the seed config's bitsandbytes optimizer (HF's error).
+    ("optim", |v| {
+        matches!(v.as_str(), Some("adamw_torch" | "adamw_torch_fused" | "adamw_hf" | "sgd" | "adagrad" | "rmsprop" | "adafactor" | "paged_adamw_32bit"))
+    }),
     // The world's batches have `input_x` and `labels`; other label names are not modelled.
     ("label_names", |v| v.is_null() || v.as_array().is_some_and(|l| l.len() == 1 && l[0] == "labels")),
     // Only "inputs" (the world's compute_metrics does not read the others).

@@ -355,6 +355,16 @@ behaviors! {
     /// `__post_init__` turns `include_num_input_tokens_seen=True` into "all" (4.57 added the
     /// "non_padding" mode).
     tokens_seen_true_is_all: bool = ["4.31.0" => false, "4.57.0" => true];
+    /// jit_mode_eval: the traced and frozen model is then called by `prediction_step` with one
+    /// more argument than its traced `forward(input_x, labels)` takes (4.57 passes
+    /// `num_items_in_batch`): a RuntimeError at the first evaluation. Before 4.57 the traced
+    /// model evaluates as the model does. (5.0 removed the argument.)
+    jit_eval_call_fails: bool = ["4.31.0" => false, "4.57.0" => true];
+    /// use_legacy_prediction_loop: `prediction_loop` repeats each batch's loss by the
+    /// DataLoader's `batch_size`, which accelerate's prepared loader (a batch sampler) leaves
+    /// None: `TypeError` from torch's `repeat()` at the first evaluation, until 4.47 took the
+    /// batch size from the arguments.
+    legacy_prediction_loop_fails: bool = ["4.31.0" => true, "4.47.0" => false];
     /// The worker count `dataloader_prefetch_factor`'s error names ("... when
     /// --dataloader_num_workers > N."): 5.2 corrected it to 0.
     prefetch_factor_message_workers: u8 = ["4.31.0" => 1, "5.2.0" => 0];
@@ -438,6 +448,11 @@ behaviors! {
     /// (`_align_special_tokens`): the world's tokenizer has a pad token and the config none, so
     /// config.json gains `pad_token_id`.
     aligns_special_tokens: bool = ["4.31.0" => false, "4.56.0" => true];
+    /// `optim_args` reach torch's SGD (momentum, dampening, weight_decay, nesterov), Adagrad
+    /// (lr_decay, weight_decay, eps) and RMSprop (momentum, alpha, eps, weight_decay, centered)
+    /// as constructor keywords (`float(value)`; the booleans `value.lower() in ("true", "1",
+    /// "yes")`); before, they got `lr` only.
+    torch_optimizers_take_optim_args: bool = ["4.31.0" => false, "5.3.0" => true];
     /// HF's weight-decay exclusion also matches norm-named parameters.
     decay_norm_patterns: bool = ["4.31.0" => false, "4.49.0" => true];
     /// How the training sampler is seeded.
@@ -483,6 +498,18 @@ behaviors! {
         "2.1.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable"],
         "2.3.0" => &["weight_decay", "lr", "momentum", "dampening", "nesterov", "maximize", "foreach", "differentiable", "fused"],
     ];
+    /// `torch.optim.Adagrad` param_group keys.
+    adagrad_group_keys: &'static [&'static str] = [
+        "2.1.0" => &["weight_decay", "lr", "lr_decay", "eps", "initial_accumulator_value", "foreach", "maximize", "differentiable"],
+        "2.4.0" => &["weight_decay", "lr", "lr_decay", "eps", "initial_accumulator_value", "foreach", "maximize", "differentiable", "fused"],
+    ];
+    /// `torch.optim.RMSprop` param_group keys.
+    rmsprop_group_keys: &'static [&'static str] = [
+        "2.1.0" => &["weight_decay", "lr", "momentum", "alpha", "eps", "centered", "foreach", "maximize", "differentiable"],
+        "2.4.0" => &["weight_decay", "lr", "momentum", "alpha", "eps", "centered", "capturable", "foreach", "maximize", "differentiable"],
+    ];
+    /// RMSprop's `step` state is a 0-dim float32 tensor (else a Python int).
+    rmsprop_step_tensor: bool = ["2.1.0" => false, "2.4.0" => true];
     /// `gather()` with a float index tensor: its RuntimeError (LabelSmoother with float labels).
     gather_index_dtype_error: &'static str = [
         "2.1.0" => "gather(): Expected dtype int64 for index",

@@ -56,9 +56,10 @@ impl Intervals {
 }
 
 /// Keys of a log entry whose values are wall-clock measurements (`*_runtime`,
-/// `*_per_second`): they differ on every run, so nothing compares or plans by them.
+/// `*_per_second`, jit_mode_eval's `*_jit_compilation_time`): they differ on every run, so
+/// nothing compares or plans by them.
 pub fn is_volatile(key: &str) -> bool {
-    key.ends_with("_runtime") || key.ends_with("_per_second")
+    key.ends_with("_runtime") || key.ends_with("_per_second") || key.ends_with("_jit_compilation_time")
 }
 
 /// Keys `Trainer.log()` adds to every entry it logs (`epoch`, `num_input_tokens_seen` with

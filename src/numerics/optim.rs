@@ -89,8 +89,79 @@ pub fn torch_sqrt_f32(x: f32) -> f32 {
     Vec::<f32>::try_from(&t).expect("float tensor")[0]
 }
 
+/// torch's CPU `Tensor.rsqrt` of one float32 (through tch, as [`torch_sqrt_f32`]).
+pub fn torch_rsqrt_f32(x: f32) -> f32 {
+    let t = Tensor::from_slice(&[x]).rsqrt();
+    Vec::<f32>::try_from(&t).expect("float tensor")[0]
+}
+
+/// HF's two parameter groups (`create_optimizer`): the decaying parameters with
+/// `weight_decay`, then the rest with 0.0, all at `lr` (torch numbers the parameters group by
+/// group, so the decaying ones must come first).
+pub fn hf_param_groups(lr: f64, weight_decay: f64, decay: &[bool]) -> Vec<ParamGroup> {
+    let g0: Vec<usize> = (0..decay.len()).filter(|i| decay[*i]).collect();
+    let g1: Vec<usize> = (0..decay.len()).filter(|i| !decay[*i]).collect();
+    vec![ParamGroup { params: g0, lr, weight_decay, initial_lr: None }, ParamGroup { params: g1, lr, weight_decay: 0.0, initial_lr: None }]
+}
+
+/// A loaded float32 tensor's shape and values (a state entry of optimizer.pt).
+pub fn loaded_f32(t: &PyValue, what: &str) -> Result<(Vec<i64>, Vec<f32>), String> {
+    let t = t.as_tensor().ok_or(format!("{what} is not a tensor"))?;
+    let b = t.contiguous_bytes().map_err(|e| e.to_string())?;
+    Ok((t.shape.clone(), b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()))
+}
+
+/// A group's `params` list as torch writes it.
+pub fn params_list(g: &ParamGroup) -> PyValue {
+    PyValue::List(g.params.iter().map(|i| PyValue::Int(*i as i64)).collect())
+}
+
+/// torch's `load_state_dict` for the keys every optimizer here shares: each group's `lr` and
+/// `weight_decay` (every saved hyperparameter replaces the group's) and `initial_lr` where the
+/// saved group has one. Returns the saved groups for the optimizer's own keys.
+pub fn load_groups<'v>(groups: &mut [ParamGroup], v: &'v PyValue) -> Result<&'v [PyValue], String> {
+    let saved = v.get("param_groups").and_then(|g| g.as_seq()).ok_or("no param_groups list")?;
+    if saved.len() != groups.len() {
+        return Err(format!("{} param groups, expected {}", saved.len(), groups.len()));
+    }
+    for (g, s) in groups.iter_mut().zip(saved) {
+        g.lr = s.get("lr").and_then(|x| x.as_f64()).ok_or("param group without lr")?;
+        if let Some(wd) = s.get("weight_decay").and_then(|x| x.as_f64()) {
+            g.weight_decay = wd;
+        }
+        if let Some(il) = s.get("initial_lr").and_then(|x| x.as_f64()) {
+            g.initial_lr = Some(il);
+        }
+    }
+    Ok(saved)
+}
+
+/// The loaded `state` entries: (parameter index, entry), the index checked against `n`.
+pub fn loaded_states(v: &PyValue, n: usize) -> Result<Vec<(usize, &PyValue)>, String> {
+    let state = v.get("state").and_then(|s| s.as_dict()).ok_or("no state dict")?;
+    state
+        .iter()
+        .map(|(k, e)| {
+            let i = k.as_i64().ok_or("state key is not an int")? as usize;
+            if i >= n {
+                return Err(format!("state for parameter {i} of {n}"));
+            }
+            Ok((i, e))
+        })
+        .collect()
+}
+
+/// A loaded `step`: a Python int or a 0-dim float32 tensor, as f64.
+pub fn loaded_step(entry: &PyValue) -> Result<f64, String> {
+    let step = entry.get("step").ok_or("no step")?;
+    match step.as_i64() {
+        Some(n) if step.as_tensor().is_none() => Ok(n as f64),
+        _ => Ok(*loaded_f32(step, "step")?.1.first().ok_or("empty step tensor")? as f64),
+    }
+}
+
 /// Python's `x ** y` for floats (C `pow`), kept away from constant folding / pow->sqrt rewrites.
-fn py_pow(x: f64, y: f64) -> f64 {
+pub(crate) fn py_pow(x: f64, y: f64) -> f64 {
     std::hint::black_box(x).powf(std::hint::black_box(y))
 }
 
@@ -468,7 +539,7 @@ pub fn fused_adamw_elem(p: f32, m: f32, v: f32, g: f32, step: f64, lr: f64, beta
 
 /// torch's scalar `lerp(self, end, weight)` as compiled (fma-contracted):
 /// small weight: `self + w * (end - self)`; else `end - (end - self) * (1 - w)`.
-fn lerp_f32(s: f32, e: f32, w: f32) -> f32 {
+pub(crate) fn lerp_f32(s: f32, e: f32, w: f32) -> f32 {
     if w.abs() < 0.5 {
         w.mul_add(e - s, s)
     } else {
@@ -497,17 +568,17 @@ pub fn single_tensor_adamw_elem(layout: TorchLayout, p: f32, m: f32, v: f32, g: 
 }
 
 /// torch's scalar `addcmul`: `self + value * t1 * t2`, contracted to `fma(value*t1, t2, self)`.
-fn addcmul_f32(s: f32, t1: f32, t2: f32, value: f32) -> f32 {
+pub(crate) fn addcmul_f32(s: f32, t1: f32, t2: f32, value: f32) -> f32 {
     (value * t1).mul_add(t2, s)
 }
 
 /// torch's scalar `addcdiv`: `self + value * t1 / t2`.
-fn addcdiv_f32(s: f32, t1: f32, t2: f32, value: f32) -> f32 {
+pub(crate) fn addcdiv_f32(s: f32, t1: f32, t2: f32, value: f32) -> f32 {
     s + value * t1 / t2
 }
 
 /// torch's scalar `add(self, other, alpha)`: `self + alpha * other`, contracted to an fma.
-fn add_alpha_f32(s: f32, other: f32, alpha: f32) -> f32 {
+pub(crate) fn add_alpha_f32(s: f32, other: f32, alpha: f32) -> f32 {
     alpha.mul_add(other, s)
 }
 

@@ -177,6 +177,15 @@ impl TrainRngTracker {
         }
     }
 
+    /// Another iterator of the training DataLoader fetches its first batch before the epoch's
+    /// own (include_tokens_per_second's `num_tokens`): the draws of an epoch's start, at the
+    /// same epoch (the iterator stops early, so accelerate's epoch count does not move on).
+    pub fn extra_train_iterator(&mut self, n: usize) {
+        let epoch = self.epochs_started;
+        let _ = self.begin_train_epoch(n);
+        self.epochs_started = epoch;
+    }
+
     /// An evaluation DataLoader iterator is created (one `_base_seed` draw).
     pub fn begin_eval_loop(&mut self) {
         let _ = self.draw_int64();

@@ -133,7 +133,7 @@ impl<'a> Trainer<'a> {
             }
         }
         if p.stateful_callbacks != CallbackRefresh::Absent {
-            self.refresh_stateful_callbacks(p.stateful_callbacks);
+            self.refresh_stateful_callbacks(p.stateful_callbacks)?;
         }
         let sp = dir.join("trainer_state.json");
         store::write_text(&sp, &self.state.to_json_string(p)).map_err(|e| io_err(&sp, e))?;
@@ -206,8 +206,9 @@ impl<'a> Trainer<'a> {
         let write = |file: &str, container, format_metadata| {
             store::write_state_dict(&dir.join(file), p, &sd, container, format_metadata).map_err(|e| io_err(dir, e))
         };
-        // `_align_special_tokens` at the start of train() (the scenarios save only after it).
-        let pad = p.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && p.aligns_special_tokens);
+        // `_align_special_tokens` at the start of train(): a save_model() without train()
+        // writes the config as built.
+        let pad = p.tokenizer_pad_token_id.filter(|_| self.sc.tokenizer && p.aligns_special_tokens && self.train_called);
         let (a, b) = (self.sc.model.a, self.sc.model.b);
         let pretrained_skipped = self.writer.rank != 0 && p.launch_rules().save_pretrained_main_only;
         match self.sc.model.kind {

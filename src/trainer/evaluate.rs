@@ -85,6 +85,31 @@ impl<'a> Trainer<'a> {
         if let Some(o) = &mut self.other_rng {
             o.begin_eval_loop();
         }
+        // jit_mode_eval: `_wrap_model` traces the model on `next(iter(dataloader))` before the
+        // loop, a second iterator of the evaluation DataLoader (another `_base_seed` draw), and
+        // the loop then reports `self.jit_compilation_time` (wall-clock) after the loss.
+        let jit = self.args.field("jit_mode_eval") == Some(&PyJson::Bool(true));
+        if jit && self.sc.model.kind != crate::world::scenario::ModelKind::Regression {
+            return Err(HfError::not_modelled("jit_mode_eval with this model kind (its trace is golden-checked for the regression model only)"));
+        }
+        if jit && self.profile.jit_eval_call_fails {
+            return Err(HfError::new(
+                "RuntimeError",
+                "forward() expected at most 3 argument(s) but received 4 argument(s). Declaration: forward(__torch__.___torch_mangle_1.RegressionModel self, Tensor input_x, Tensor labels) -> ((Tensor, Tensor))",
+            ));
+        }
+        if jit {
+            self.rng.begin_eval_loop();
+            if let Some(o) = &mut self.other_rng {
+                o.begin_eval_loop();
+            }
+        }
+        if self.args.field("use_legacy_prediction_loop") == Some(&PyJson::Bool(true)) && self.profile.legacy_prediction_loop_fails {
+            return Err(HfError::new(
+                "TypeError",
+                "repeat(): argument 'repeats' (position 1) must be tuple of ints, but found element of type NoneType at pos 0",
+            ));
+        }
         let set = &self.evals[k];
         let prefix = match &set.name {
             Some(n) => format!("eval_{n}"),
@@ -100,6 +125,11 @@ impl<'a> Trainer<'a> {
             None if self.plan.is_some() => self.assumed_metrics(k, &prefix),
             None => self.computed_metrics(k, &prefix),
         };
+        if jit {
+            let at = metrics.iter().position(|(k, _)| *k == format!("{prefix}_loss")).map_or(metrics.len(), |i| i + 1);
+            let t = py_round(start.elapsed().as_secs_f64(), 4);
+            metrics.insert(at, (format!("{prefix}_jit_compilation_time"), PyJson::Float(t)));
+        }
         // Keys not already prefixed move to the end under the prefix, in order.
         let (mut done, rest): (Vec<_>, Vec<_>) = metrics.drain(..).partition(|(k, _)| k.starts_with(&format!("{prefix}_")));
         for (k, v) in rest {

@@ -7,6 +7,7 @@
 //! (`forward(input_x, labels=None, **kwargs)`); a peft `PeftModel` takes `(*args, **kwargs)`, so
 //! releases that inspect the wrapper rather than its base model find no labels and keep no column.
 
+use crate::formats::pyjson::PyJson;
 use crate::hf::error::HfError;
 use crate::world::scenario::ModelKind;
 use super::Trainer;
@@ -135,6 +136,35 @@ impl<'a> Trainer<'a> {
             return Ok(());
         }
         Err(HfError::value("Can only automatically infer lengths for datasets whose items are dictionaries with an 'input_ids' key."))
+    }
+
+    /// torch's `DataLoader.__init__` checks on the arguments HF hands it (the training
+    /// DataLoader is the first made, at the start of train()): persistent workers and a
+    /// multiprocessing context need worker processes. With workers, a persistent one keeps its
+    /// iterator (no `_base_seed` draw per epoch or evaluation: not modelled), and a context other
+    /// than "fork" re-imports the dataset's class in the workers (the generator's local class
+    /// cannot be pickled: not modelled); "fork" loads as workers always do here.
+    pub(super) fn check_dataloader_workers(&self) -> Result<(), HfError> {
+        let no_workers = matches!(self.args.field("dataloader_num_workers"), None | Some(PyJson::Int(0)));
+        let persistent = self.args.field("dataloader_persistent_workers") == Some(&PyJson::Bool(true));
+        let context = self.args.field("dataloader_multiprocessing_context").filter(|v| **v != PyJson::Null);
+        if persistent && no_workers {
+            return Err(HfError::value("persistent_workers option needs num_workers > 0"));
+        }
+        if context.is_some() && no_workers {
+            return Err(HfError::value("multiprocessing_context can only be used with multi-process loading (num_workers > 0), but got num_workers=0"));
+        }
+        // What is not modelled is the generator's draws (and spawn's pickling of the world's
+        // dataset): a plan, which predicts no random state, runs on.
+        if persistent && self.numerics {
+            return Err(HfError::not_modelled("dataloader_persistent_workers with worker processes (a persistent iterator draws no _base_seed per epoch)"));
+        }
+        if let (Some(c), true) = (context, self.numerics) {
+            if *c != PyJson::Str("fork".into()) {
+                return Err(HfError::not_modelled("dataloader_multiprocessing_context other than \"fork\" with worker processes"));
+            }
+        }
+        Ok(())
     }
 
     /// bf16/fp16 where the release trains with them here: accelerate's CPU autocast, which

@@ -41,13 +41,13 @@ use crate::hf::error::HfError;
 use crate::hf::profile::Profile;
 use crate::hf::state::{Best, Control, Intervals, TrainerState};
 use crate::numerics::lr::{Schedule, ScheduleKind};
-use crate::numerics::optim::{self, AdamW};
+use crate::numerics::optim;
 use crate::numerics::sampler::TrainRngTracker;
 use crate::world::data::DataSet;
 use crate::world::launch::{LaunchSpec, Rank};
 use crate::world::model::Model;
 use crate::world::scenario::{FinallyCall, Scenario, ScenarioError};
-use optimizer::{optim_kind, Optim, Scheduler};
+use optimizer::{Optim, Scheduler};
 use plan::PlanFeed;
 use resume::Resumed;
 use std::fmt;
@@ -106,6 +106,12 @@ struct Trainer<'a> {
     metric_calls: Vec<usize>,
     early_counter: i64,
     early_counter_saved: i64,
+    /// enable_jit_checkpoint's `is_checkpoint_requested`: set once the scenario's signal has
+    /// been handled, cleared when the handler's callback saves.
+    jit_requested: bool,
+    /// `train()` has begun: it aligned the model config's special tokens with the tokenizer
+    /// (where the release does); a Trainer that never trained writes the config as built.
+    train_called: bool,
     /// EarlyStoppingCallback's (patience, threshold) when `_load_callback_state` rebuilt it from
     /// a checkpoint's stored arguments (None: the scenario's).
     early_restored: Option<(i64, f64)>,
@@ -135,6 +141,13 @@ struct Trainer<'a> {
     /// Each process's gradients accumulated since the last optimizer step (a launch of several
     /// processes: DDP's `no_sync` micro-batches), reduced at the step.
     rank_grads: Vec<Vec<tch::Tensor>>,
+    /// DDP all-reduced the processes' gradients at the last micro-batch (its backward ran
+    /// outside `no_sync`): the optimizer step then sees their mean. Otherwise each process
+    /// steps with its own gradients and the processes' parameters part ways.
+    reduced_at_last_micro: bool,
+    /// The processes' parameters have parted ways (a step without an all-reduce before it,
+    /// 4.46): the main process's are the model's; training on from there is not modelled.
+    ranks_diverged: bool,
     /// The process whose `_save_checkpoint` is being written (the main one but while another
     /// node's first process writes its own checkpoint).
     writer: Rank,
@@ -239,6 +252,8 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         }
         (error, state, r.get("ranks").cloned())
     } else {
+        // `earlier` (contract v3 part 3 a): what the output folder holds before the Trainer.
+        crate::world::scenario::Earlier::apply_all(&sc.earlier, run_dir).map_err(|source| RunError::Io { path: run_dir.join("output"), source })?;
         let mut state_out: Option<PyJson> = None;
         let outcome = run_inner(sc, profile, run_dir, mode, plan.as_deref_mut(), None, &mut state_out, &mut events);
         let error = error_json(outcome)?;
@@ -262,7 +277,12 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         }
     };
     let r = sc.resume.as_ref().expect("checked above");
-    let second = Scenario { args: r.args_over(&sc.args), model: r.model.clone().unwrap_or_else(|| sc.model.clone()), ..sc.clone() };
+    let second = Scenario {
+        args: r.args_over(&sc.args),
+        model: r.model.clone().unwrap_or_else(|| sc.model.clone()),
+        early_stopping: r.early_stopping.clone().unwrap_or_else(|| sc.early_stopping.clone()),
+        ..sc.clone()
+    };
     let from = if r.from == "last" { ResumeFrom::Last } else { ResumeFrom::Checkpoint(r.from.clone()) };
     let mut state_out: Option<PyJson> = None;
     events.push(DiskEvent::Resumed);
@@ -405,12 +425,14 @@ fn run_inner(
     }
     if profile.stateful_callbacks != CallbackRefresh::Absent {
         // Trainer.__init__ builds its TrainerState with the exportable callbacks' states.
-        t.refresh_stateful_callbacks(CallbackRefresh::All);
+        t.init_stateful_callbacks();
     }
-    let res = t.activate_neftune().and_then(|()| match resume {
-        Some(from) => t.begin_resume(from).and_then(|()| t.train()),
-        None => t.train(),
-    });
+    let res = match resume {
+        Some(from) => t.activate_neftune().and_then(|()| t.begin_resume(from)).and_then(|()| t.train()),
+        // `"train": false` (contract v3 part 3 f): only the `finally` calls.
+        None if !sc.train => Ok(()),
+        None => t.activate_neftune().and_then(|()| t.train()),
+    };
     let res = res.and_then(|()| {
         for call in &sc.finally_calls {
             match call {
@@ -443,6 +465,15 @@ impl<'a> Trainer<'a> {
         }
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
+        // batch_eval_metrics (4.41+, the first argument check of every release that has it):
+        // compute_metrics must take `compute_result`, which the world's scripted one does not (a
+        // user's ordinary compute_metrics neither). Without a compute_metrics it changes nothing
+        // here: the loss is still gathered for eval_loss.
+        if args.field("batch_eval_metrics") == Some(&PyJson::Bool(true)) && sc.metrics.is_some() {
+            return Err(HfError::value(
+                "When using `batch_eval_metrics`, your `compute_metrics` function must take a `compute_result` boolean argument which will be triggered after the last batch of the eval set to signal that the summary statistics should be returned by the function.",
+            ));
+        }
         if profile.init_checks_eval_dataset && args.eval_strategy != Interval::No && evals.is_empty() {
             return Err(HfError::value(format!(
                 "You have set `args.eval_strategy` to IntervalStrategy.{} but you didn't pass an `eval_dataset` to `Trainer`. Either set `args.eval_strategy` to `no` or pass an `eval_dataset`. ",
@@ -487,19 +518,8 @@ impl<'a> Trainer<'a> {
         let lr = args.learning_rate;
         let model = Model::new(&sc.model);
         let decay = optim::hf_decay_mask(&model.trainable_names(), profile.decay_norm_patterns);
-        let opt = if args.optim == "sgd" {
-            Optim::Sgd(crate::numerics::sgd::Sgd::hf(profile.torch_layout, lr, args.weight_decay, &decay))
-        } else {
-            Optim::AdamW(AdamW::hf(
-                optim_kind(&args)?,
-                profile.torch_layout,
-                lr,
-                (args.adam_beta1, args.adam_beta2),
-                args.adam_epsilon,
-                args.weight_decay,
-                &decay,
-            ))
-        };
+        let shapes: Vec<Vec<i64>> = model.params().into_iter().map(|p| p.shape).collect();
+        let opt = Optim::build(&args, profile, &decay, &shapes)?;
         Ok(Trainer {
             profile,
             sc,
@@ -519,6 +539,8 @@ impl<'a> Trainer<'a> {
             metric_calls: vec![],
             early_counter: 0,
             early_counter_saved: 0,
+            jit_requested: false,
+            train_called: false,
             early_restored: None,
             current_lr: lr,
             current_flos: args::Num::Int(0),
@@ -533,6 +555,8 @@ impl<'a> Trainer<'a> {
             root_dir: run_dir.to_path_buf(),
             launch,
             rank_grads: vec![],
+            reduced_at_last_micro: true,
+            ranks_diverged: false,
             writer: launch.ranks()[0],
             other_rng: None,
             args,

@@ -1,4 +1,5 @@
-//! `create_optimizer_and_scheduler`: the optimizer HF builds for `optim` (AdamW in its kinds, SGD)
+//! `create_optimizer_and_scheduler`: the optimizer HF builds for `optim` (AdamW in its kinds, SGD,
+//! Adagrad, RMSprop, transformers' Adafactor)
 //! and the scheduler for `lr_scheduler_type` (LambdaLR schedules, ReduceLROnPlateau, GreedyLR),
 //! with `lr_scheduler_kwargs` checked as `get_scheduler` passes them on.
 
@@ -10,6 +11,10 @@ use crate::numerics::lr::{self, Schedule, ScheduleKind};
 use crate::numerics::optim::{AdamW, AdamWKind, Param, PyValue};
 use crate::numerics::plateau::Plateau;
 use crate::numerics::sgd::Sgd;
+use crate::numerics::adafactor::Adafactor;
+use crate::numerics::adagrad::Adagrad;
+use crate::numerics::rmsprop::{Rmsprop, RmspropHyper};
+use crate::hf::profile::Profile;
 use super::Trainer;
 
 /// The learning-rate scheduler HF built.
@@ -24,6 +29,9 @@ pub(super) enum Scheduler {
 pub(super) enum Optim {
     AdamW(AdamW),
     Sgd(Sgd),
+    Adagrad(Adagrad),
+    Rmsprop(Rmsprop),
+    Adafactor(Adafactor),
 }
 
 impl Optim {
@@ -31,12 +39,18 @@ impl Optim {
         match self {
             Optim::AdamW(o) => o.set_lr(lr),
             Optim::Sgd(o) => o.set_lr(lr),
+            Optim::Adagrad(o) => o.set_lr(lr),
+            Optim::Rmsprop(o) => o.set_lr(lr),
+            Optim::Adafactor(o) => o.set_lr(lr),
         }
     }
     pub(super) fn step(&mut self, ps: &mut [Param]) {
         match self {
             Optim::AdamW(o) => o.step(ps),
             Optim::Sgd(o) => o.step(ps),
+            Optim::Adagrad(o) => o.step(ps),
+            Optim::Rmsprop(o) => o.step(ps),
+            Optim::Adafactor(o) => o.step(ps),
         }
     }
     /// A plan's step: the state a step leaves, without the arithmetic.
@@ -44,6 +58,9 @@ impl Optim {
         match self {
             Optim::AdamW(o) => o.count_step(ps),
             Optim::Sgd(o) => o.count_step(),
+            Optim::Adagrad(o) => o.count_step(),
+            Optim::Rmsprop(o) => o.count_step(ps),
+            Optim::Adafactor(o) => o.count_step(ps),
         }
     }
     pub(super) fn set_initial_lr(&mut self, lr: Option<f64>) {
@@ -54,14 +71,120 @@ impl Optim {
                 }
             }
             Optim::Sgd(o) => o.set_initial_lr(lr),
+            Optim::Adagrad(o) => o.set_initial_lr(lr),
+            Optim::Rmsprop(o) => o.set_initial_lr(lr),
+            Optim::Adafactor(o) => o.set_initial_lr(lr),
         }
     }
     pub(super) fn state_dict(&self) -> PyValue {
         match self {
             Optim::AdamW(o) => o.state_dict(),
             Optim::Sgd(o) => o.state_dict(),
+            Optim::Adagrad(o) => o.state_dict(),
+            Optim::Rmsprop(o) => o.state_dict(),
+            Optim::Adafactor(o) => o.state_dict(),
         }
     }
+    /// The number of parameters in each group (torch's `load_state_dict` checks them).
+    pub(super) fn group_sizes(&self) -> Vec<usize> {
+        match self {
+            Optim::AdamW(o) => o.groups.iter().map(|g| g.params.len()).collect(),
+            Optim::Sgd(o) => o.groups.iter().map(|g| g.0.len()).collect(),
+            Optim::Adagrad(o) => o.groups.iter().map(|g| g.params.len()).collect(),
+            Optim::Rmsprop(o) => o.groups.iter().map(|g| g.params.len()).collect(),
+            Optim::Adafactor(o) => o.groups.iter().map(|g| g.params.len()).collect(),
+        }
+    }
+    /// `optimizer.load_state_dict(...)` of a resume; returns the groups' lrs after it.
+    pub(super) fn load_state_dict(&mut self, v: &PyValue) -> Result<Vec<f64>, String> {
+        match self {
+            Optim::AdamW(o) => o.load_state_dict(v).map(|_| o.groups.iter().map(|g| g.lr).collect()),
+            Optim::Sgd(o) => o.load_state_dict(v).map(|_| o.lrs()),
+            Optim::Adagrad(o) => o.load_state_dict(v).map(|_| o.groups.iter().map(|g| g.lr).collect()),
+            Optim::Rmsprop(o) => o.load_state_dict(v).map(|_| o.groups.iter().map(|g| g.lr).collect()),
+            Optim::Adafactor(o) => o.load_state_dict(v).map(|_| o.groups.iter().map(|g| g.lr).collect()),
+        }
+    }
+
+    /// The optimizer `create_optimizer` builds for the arguments: HF's two parameter groups
+    /// (`decay` from `hf_decay_mask`, over parameters of these shapes) and the keywords
+    /// `get_optimizer_cls_and_kwargs` passes. Values the constructor rejects are built as given:
+    /// `check_optimizer_args` raises its error where the release builds the optimizer.
+    pub(super) fn build(args: &Args, profile: &Profile, decay: &[bool], shapes: &[Vec<i64>]) -> Result<Optim, HfError> {
+        let (lr, wd, layout) = (args.learning_rate, args.weight_decay, profile.torch_layout);
+        // A value optim_args cannot give is left to check_optimizer_args (its ValueError).
+        let kw = |k: &str| torch_optim_args(args, profile).ok().and_then(|m| m.into_iter().find(|(n, _)| n == k)).map(|(_, v)| v);
+        let float = |k: &str| kw(k).and_then(|v| v.parse::<f64>().ok());
+        Ok(match args.optim.as_str() {
+            "sgd" => {
+                if let Some(k) = ["momentum", "dampening", "nesterov"].into_iter().find(|k| kw(k).is_some()) {
+                    return Err(HfError::not_modelled(format!("optim_args {k} for SGD (its momentum is not modelled)")));
+                }
+                Optim::Sgd(Sgd::hf(layout, lr, wd, decay))
+            }
+            "adagrad" => Optim::Adagrad(Adagrad::hf(layout, lr, wd, decay, shapes, float("lr_decay"), float("eps"))),
+            "rmsprop" => {
+                let d = RmspropHyper::default();
+                let hyper = RmspropHyper {
+                    momentum: float("momentum").map_or(d.momentum, PyValue::Float),
+                    alpha: float("alpha").unwrap_or(d.alpha),
+                    eps: float("eps").unwrap_or(d.eps),
+                    centered: kw("centered").map_or(d.centered, |v| ["true", "1", "yes"].contains(&v.to_lowercase().as_str())),
+                };
+                Optim::Rmsprop(Rmsprop::hf(layout, lr, wd, decay, hyper))
+            }
+            "adafactor" => {
+                if let Some(s) = shapes.iter().find(|s| !Adafactor::supports(s)) {
+                    return Err(HfError::not_modelled(format!("Adafactor's factored step for a parameter of shape {s:?}")));
+                }
+                Optim::Adafactor(Adafactor::hf(lr, wd, decay))
+            }
+            _ => Optim::AdamW(AdamW::hf(optim_kind(args)?, layout, lr, (args.adam_beta1, args.adam_beta2), args.adam_epsilon, wd, decay)),
+        })
+    }
+}
+
+/// The keys torch's SGD, Adagrad and RMSprop take from `optim_args` (the releases that pass
+/// them: `torch_optimizers_take_optim_args`), in the order HF reads them; the booleans.
+fn optim_args_keys(optim: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    match optim {
+        "sgd" => (&["momentum", "dampening", "weight_decay"], &["nesterov"]),
+        "adagrad" => (&["lr_decay", "weight_decay", "eps"], &[]),
+        "rmsprop" => (&["momentum", "alpha", "eps", "weight_decay"], &["centered"]),
+        _ => (&[], &[]),
+    }
+}
+
+/// `get_optimizer_cls_and_kwargs`'s `optim_args` (spaces removed, "k=v" pairs; a later key
+/// replaces an earlier one's value in place, as a dict does) that reach this optimizer, in the
+/// order the release reads them, with `float(value)`'s ValueError for a float key.
+fn torch_optim_args(args: &Args, profile: &Profile) -> Result<Vec<(String, String)>, HfError> {
+    let Some(s) = args.optim_args.as_ref().filter(|_| profile.torch_optimizers_take_optim_args) else { return Ok(vec![]) };
+    let mut map: Vec<(String, String)> = vec![];
+    for mapping in s.replace(' ', "").split(',') {
+        let mut kv = mapping.split('=');
+        let (Some(k), Some(v), None) = (kv.next(), kv.next(), kv.next()) else { continue };
+        match map.iter_mut().find(|(n, _)| n == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => map.push((k.to_string(), v.to_string())),
+        }
+    }
+    let (floats, bools) = optim_args_keys(&args.optim);
+    let mut out = vec![];
+    for k in floats.iter().chain(bools) {
+        if let Some((_, v)) = map.iter().find(|(n, _)| n == k) {
+            // Python's float() of the text (Rust's parse takes the same decimal, inf and nan
+            // spellings; float()'s digit underscores are not modelled).
+            if floats.contains(k) && v.parse::<f64>().is_err() {
+                if v.contains('_') {
+                    return Err(HfError::not_modelled(format!("optim_args {k}={v} (float() with underscores)")));
+                }
+                return Err(HfError::value(format!("could not convert string to float: {}", crate::formats::pyjson::py_str_repr(v))));
+            }
+            out.push((k.to_string(), v.clone()));
+        }
+    }
+    Ok(out)
 }
 
 impl<'a> Trainer<'a> {
@@ -222,9 +345,25 @@ impl<'a> Trainer<'a> {
                 ));
             }
         }
+        // The optimizer's own `optim_args` (5.3+ for torch's SGD, Adagrad, RMSprop): `float()`
+        // of each, then its constructor's checks of what it got (`weight_decay` there is the
+        // constructor's default only: HF's groups carry their own).
+        let kw = torch_optim_args(a, self.profile)?;
+        let given = |k: &str| kw.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.parse::<f64>().ok());
+        let lr = a.learning_rate;
         let msg = match &self.opt {
-            Optim::AdamW(o) => crate::numerics::optim::constructor_error(o.kind, a.learning_rate, (a.adam_beta1, a.adam_beta2), a.adam_epsilon),
-            Optim::Sgd(_) => (a.learning_rate < 0.0).then(|| format!("Invalid learning rate: {}", float_repr(a.learning_rate))),
+            Optim::AdamW(o) => crate::numerics::optim::constructor_error(o.kind, lr, (a.adam_beta1, a.adam_beta2), a.adam_epsilon),
+            Optim::Sgd(_) => {
+                if lr < 0.0 {
+                    Some(format!("Invalid learning rate: {}", float_repr(lr)))
+                } else {
+                    given("weight_decay").filter(|w| *w < 0.0).map(|w| format!("Invalid weight_decay value: {}", float_repr(w)))
+                }
+            }
+            Optim::Adagrad(o) => Adagrad::constructor_error(lr, given("lr_decay"), given("weight_decay"), Some(o.eps)),
+            Optim::Rmsprop(o) => Rmsprop::constructor_error(lr, &o.hyper, given("weight_decay")),
+            // HF passes `lr` with `relative_step=False`, which Adafactor accepts whatever it is.
+            Optim::Adafactor(_) => None,
         };
         msg.map_or(Ok(()), |m| Err(HfError::value(m)))
     }

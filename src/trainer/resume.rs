@@ -19,7 +19,7 @@ use std::path::Path;
 use crate::world::scenario::ModelKind;
 use super::damaged;
 use super::{io_err, SaveMode, Trainer};
-use super::optimizer::{Optim, Scheduler};
+use super::optimizer::Scheduler;
 
 /// Where `train(resume_from_checkpoint=...)` resumes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,21 +205,8 @@ impl<'a> Trainer<'a> {
         }
         let opt = load(&opt_p, "optimizer.pt")?;
         let sched = load(&sched_p, "scheduler.pt")?;
-        let sizes: Vec<usize> = match &self.opt {
-            Optim::AdamW(o) => o.groups.iter().map(|g| g.params.len()).collect(),
-            Optim::Sgd(o) => o.groups.iter().map(|g| g.0.len()).collect(),
-        };
-        optim::check_saved_groups(&opt, &sizes).map_err(HfError::value)?;
-        let lrs: Vec<f64> = match &mut self.opt {
-            Optim::AdamW(o) => {
-                o.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;
-                o.groups.iter().map(|g| g.lr).collect()
-            }
-            Optim::Sgd(o) => {
-                o.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;
-                o.lrs()
-            }
-        };
+        optim::check_saved_groups(&opt, &self.opt.group_sizes()).map_err(HfError::value)?;
+        let lrs: Vec<f64> = self.opt.load_state_dict(&opt).map_err(|e| unusable("optimizer.pt", e))?;
         // The saved group lrs with their Python type (a reduction may have stored an int min_lr).
         let saved_lrs: Vec<plateau::PyNum> = opt
             .get("param_groups")

@@ -21,7 +21,9 @@ impl<'a> Trainer<'a> {
     /// `train()` → `_inner_training_loop`.
     pub(super) fn train(&mut self) -> Result<(), HfError> {
         let p = self.profile;
+        self.train_called = true;
         self.check_train_sampler()?;
+        self.check_dataloader_workers()?;
         self.check_autocast()?;
         let a = &self.args;
         let bs = self.state_batch_size.unwrap_or(a.per_device_train_batch_size);
@@ -53,6 +55,16 @@ impl<'a> Trainer<'a> {
         } else {
             ((a.num_train_epochs * nupe as f64).ceil() as i64, a.num_train_epochs.ceil() as i64)
         };
+        // include_tokens_per_second: `num_tokens(train_dataloader)` starts an iterator of the
+        // training DataLoader and fetches its first batch (the world's batches have no input_ids:
+        // the KeyError ends the count at 0), in every process, before the first epoch.
+        let count_tokens = self.args.field("include_tokens_per_second") == Some(&PyJson::Bool(true));
+        if count_tokens {
+            self.rng.extra_train_iterator(n);
+            if let Some(o) = &mut self.other_rng {
+                o.extra_train_iterator(n);
+            }
+        }
         if p.optimizer_created == SchedulerCreated::BeforeState {
             self.check_optimizer_args()?;
         }
@@ -88,7 +100,7 @@ impl<'a> Trainer<'a> {
         self.state.intervals = Some(self.iv);
         self.state.train_batch_size = Some(bs);
         if p.stateful_callbacks != CallbackRefresh::Absent {
-            self.refresh_stateful_callbacks(CallbackRefresh::All);
+            self.init_stateful_callbacks();
         }
         if p.gradient_checkpointing_enabled == SchedulerCreated::AfterIntervals {
             self.enable_gradient_checkpointing()?;
@@ -157,6 +169,8 @@ impl<'a> Trainer<'a> {
         let mut grad_norm: Option<f32> = None;
         let mut learning_rate: Option<f64> = None;
         for epoch in epochs_trained..num_train_epochs as usize {
+            // `on_epoch_begin`: CallbackHandler clears `should_epoch_stop`.
+            self.control.should_epoch_stop = false;
             let resumed_epoch = self.resume.is_some() && epoch == epochs_trained;
             let reordered = resumed_epoch && steps_trained_in_epoch > 0 && self.resume_rules().mid_epoch_resume_reorders;
             if resumed_epoch {
@@ -253,7 +267,9 @@ impl<'a> Trainer<'a> {
                 rng_to_sync = true;
             }
             'outer: for chunk in chunks {
-                for rows in chunk {
+                // `on_step_begin` at an update window's first micro-batch.
+                self.jit_checkpoint_event(false)?;
+                for (i, rows) in chunk.iter().enumerate() {
                     step += 1;
                     total_batched += 1;
                     if rng_to_sync {
@@ -269,6 +285,15 @@ impl<'a> Trainer<'a> {
                         // A global batch counter; a partial window carries into the next epoch.
                         total_batched % ga == 0 || (steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64)
                     };
+                    // DDP all-reduces where the backward runs outside `no_sync`: at the sync
+                    // steps (accelerator.accumulate, 4.31-4.45), or at the last micro-batch of
+                    // each fetched window (4.46+: `no_sync` for every other one), which are the
+                    // sync steps too except in 4.46's windows carried across epochs.
+                    let reduced = if p.ga_prefetch == Prefetch::None { sync } else { i + 1 == chunk.len() };
+                    if world > 1 && reduced && !sync {
+                        self.all_reduce_stash();
+                    }
+                    self.reduced_at_last_micro = reduced;
                     if sync {
                         (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
                     }
@@ -287,6 +312,7 @@ impl<'a> Trainer<'a> {
                 self.control.should_training_stop = true;
             }
             schedule::on_epoch_end(&self.args, self.state.epoch.map(|e| e.f()).unwrap_or(0.0), &mut self.control);
+            self.jit_checkpoint_event(true)?;
             self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
             if self.control.should_training_stop {
                 break;
@@ -301,12 +327,21 @@ impl<'a> Trainer<'a> {
     pub(super) fn micro_step(&mut self, ranks: &[Vec<usize>], grad_scale: f64, log_scale: f64) -> Result<(), HfError> {
         self.check_batch_columns()?;
         self.check_label_smoothing()?;
+        if self.model.params.iter().all(|p| !p.trainable) {
+            // Every parameter frozen: the loss has no graph to go back through.
+            return Err(HfError::new("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn"));
+        }
         // floating_point_ops is 0.0 for a model without `input_ids`, but it is a float.
         self.current_flos = args::Num::Float(self.current_flos.f() + 0.0);
         if !self.numerics {
             return Ok(());
         }
         let world = ranks.len();
+        if self.ranks_diverged {
+            return Err(HfError::not_modelled(
+                "training on after the processes' parameters parted ways (an optimizer step without DDP's all-reduce: 4.46's gradient-accumulation windows carried across epochs)",
+            ));
+        }
         // `loss *= num_processes` where the release scales it (a power of two here: exact).
         let times = if world > 1 && self.profile.launch_rules().loss_times_world { world as f64 } else { 1.0 };
         for (r, rows) in ranks.iter().enumerate() {
@@ -357,9 +392,40 @@ impl<'a> Trainer<'a> {
         }
     }
 
-    /// DDP's all-reduce at the optimizer step: every process's accumulated gradients averaged
-    /// (summed in rank order, then divided by the world size: with 2 processes a halving, exact).
+    /// DDP's all-reduce at a backward that is no optimizer step (4.46's window end inside a
+    /// carried window): each process's accumulated gradients become their mean, and they
+    /// accumulate on from there.
+    fn all_reduce_stash(&mut self) {
+        let stashed = std::mem::take(&mut self.rank_grads);
+        let Some(first) = stashed.first() else { return };
+        let world = stashed.len() as f64;
+        let mean: Vec<tch::Tensor> = (0..first.len())
+            .map(|i| {
+                let mut sum = first[i].copy();
+                for other in &stashed[1..] {
+                    sum = &sum + &other[i];
+                }
+                sum / world
+            })
+            .collect();
+        self.rank_grads = (0..stashed.len()).map(|_| mean.iter().map(|t| t.copy()).collect()).collect();
+    }
+
+    /// The optimizer step's gradients in a launch: after an all-reduce at the last micro-batch
+    /// every process's accumulated gradients averaged (summed in rank order, then divided by the
+    /// world size: with 2 processes a halving, exact); without one, the main process's own
+    /// (each process steps with its own, and their parameters part ways).
     fn reduce_grads(&mut self) {
+        if !self.reduced_at_last_micro {
+            let stashed = std::mem::take(&mut self.rank_grads);
+            if let Some(own) = stashed.first() {
+                for (p, g) in self.model.params.iter_mut().filter(|p| p.trainable).zip(own) {
+                    let _ = p.tensor.grad().copy_(g);
+                }
+            }
+            self.ranks_diverged = true;
+            return;
+        }
         let stashed = std::mem::take(&mut self.rank_grads);
         let Some(first) = stashed.first() else { return };
         let world = stashed.len() as f64;
@@ -428,6 +494,8 @@ impl<'a> Trainer<'a> {
         self.state.global_step += 1;
         self.state.epoch = Some(args::Num::Float(epoch as f64 + (step + 1) as f64 / steps_in_epoch as f64));
         schedule::on_step_end(&self.args, &self.iv, self.profile, self.state.global_step, self.state.max_steps, &mut self.control);
+        self.control_on_step_end();
+        self.signal_on_step_end();
         self.maybe_log_save_evaluate(grad_norm, learning_rate)?;
         Ok((grad_norm, learning_rate))
     }
@@ -519,13 +587,17 @@ impl<'a> Trainer<'a> {
         self.store_flos();
         let rt = start.elapsed().as_secs_f64();
         let num_samples = self.state.max_steps as f64 * self.args.per_device_train_batch_size as f64 * self.args.gradient_accumulation_steps as f64;
-        let logs: LogEntry = vec![
+        let mut logs: LogEntry = vec![
             ("train_runtime".into(), PyJson::Float(py_round(rt, 4))),
             ("train_samples_per_second".into(), PyJson::Float(py_round(num_samples / rt, 3))),
             ("train_steps_per_second".into(), PyJson::Float(py_round(self.state.max_steps as f64 / rt, 3))),
             ("total_flos".into(), self.state.total_flos.to_json()),
             ("train_loss".into(), PyJson::Float(train_loss)),
         ];
+        if self.args.field("include_tokens_per_second") == Some(&PyJson::Bool(true)) {
+            // speed_metrics' `train_tokens_per_second`: the counted tokens (0 here) per second.
+            logs.insert(3, ("train_tokens_per_second".into(), PyJson::Float(0.0)));
+        }
         self.log(logs);
         if self.args.load_best_model_at_end {
             if let Some(best) = self.state.best.best_model_checkpoint.clone() {

@@ -61,6 +61,12 @@ impl Model {
                 (ps, spec.lora.alpha / r as f64)
             }
         };
+        // `requires_grad_(False)` on the frozen ones: no gradient, not in the optimizer's
+        // groups, still in the weights.
+        let params = params
+            .into_iter()
+            .map(|p| if spec.frozen.contains(&p.key) { NamedParam { tensor: p.tensor.detach(), trainable: false, ..p } } else { p })
+            .collect();
         Model { kind: spec.kind, params, scaling }
     }
 

@@ -37,6 +37,112 @@ pub struct Scenario {
     /// Contract v3 part 2: the processes and nodes of the first run (default one process).
     #[serde(default)]
     pub launch: Option<LaunchSpec>,
+    /// Contract v3 part 3 (g): a SIGTERM the process sends itself at a step of every train().
+    #[serde(default)]
+    pub signal: Option<SignalSpec>,
+    /// Contract v3 part 3 (f): `false`: the first run calls no `train()`, only the `finally`
+    /// calls (`save_model()` / `save_state()` of a Trainer that never trained).
+    #[serde(default = "yes")]
+    pub train: bool,
+    /// Contract v3 part 3 (a): what the output folder already holds before the first Trainer
+    /// is built (an earlier run's folders, a folder that is no checkpoint, a stray file).
+    #[serde(default)]
+    pub earlier: Vec<Earlier>,
+    /// Contract v3 part 3 (c): flags the world's callback sets in `on_step_end` of a step,
+    /// after the Trainer's own callbacks (every train() of the scenario).
+    #[serde(default)]
+    pub control: Vec<ControlSet>,
+}
+
+/// One item of `earlier`, relative to the run directory, under `output/`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Earlier {
+    /// `{"folder": PATH}`: an empty folder (and its parents).
+    Folder { folder: String },
+    /// `{"file": PATH, "text": T}`: a file holding T (default empty), its parents made.
+    File {
+        file: String,
+        #[serde(default)]
+        text: String,
+    },
+}
+
+impl Earlier {
+    pub fn path(&self) -> &str {
+        match self {
+            Earlier::Folder { folder } => folder,
+            Earlier::File { file, .. } => file,
+        }
+    }
+
+    /// Makes it inside `run_dir`.
+    pub fn apply(&self, run_dir: &Path) -> std::io::Result<()> {
+        let p = run_dir.join(self.path());
+        match self {
+            Earlier::Folder { .. } => std::fs::create_dir_all(&p),
+            Earlier::File { text, .. } => {
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(&p, text)
+            }
+        }
+    }
+
+    /// Makes every item, then dates each (and its folders below `output/`) [`EARLIER_MTIME`]:
+    /// an earlier run's folders are older than this run's by far more than the 1 s below which
+    /// HF's mtime-ordered rotation falls back to the numbers.
+    pub fn apply_all(items: &[Earlier], run_dir: &Path) -> std::io::Result<()> {
+        for e in items {
+            e.apply(run_dir)?;
+        }
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(EARLIER_MTIME);
+        for e in items {
+            let parts: Vec<&str> = e.path().split('/').collect();
+            for k in (2..=parts.len()).rev() {
+                std::fs::File::open(run_dir.join(parts[..k].join("/")))?.set_modified(t)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The modification time of `earlier` items: 2020-01-01T00:00:00Z (conformance/generate.py's
+/// `EARLIER_MTIME`).
+pub const EARLIER_MTIME: u64 = 1577836800;
+
+/// `{"at_step": N, "set": FLAG}` of `control`: `TrainerControl.FLAG = True` at global step N.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSet {
+    pub at_step: i64,
+    pub set: ControlFlag,
+}
+
+/// The `TrainerControl` flags a callback may set.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlFlag {
+    ShouldSave,
+    ShouldEvaluate,
+    ShouldLog,
+    ShouldTrainingStop,
+    ShouldEpochStop,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `"signal": {"at_step": N}`: after the Trainer's own callbacks' `on_step_end` of global step
+/// N, the world's callback sends SIGTERM to its own process and waits out enable_jit_checkpoint's
+/// grace period (conformance/README.md "Signal"), so the handler has requested its checkpoint
+/// before the Trainer's next callback event.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalSpec {
+    pub at_step: i64,
 }
 
 /// `"resume"`: after the first run (train() and the `finally` calls) and the damage, a second
@@ -60,6 +166,15 @@ pub struct ResumeSpec {
     /// The second run's launch (v3 part 2), e.g. another number of processes; default the first's.
     #[serde(default)]
     pub launch: Option<LaunchSpec>,
+    /// Contract v3 part 3 (d): the second run's EarlyStoppingCallback when it differs from the
+    /// first's: absent (the same), `null` (none), or its own `{"patience", "threshold"}`.
+    #[serde(default, deserialize_with = "present")]
+    pub early_stopping: Option<Option<EarlyStoppingSpec>>,
+}
+
+/// A field that may be absent (outer `None`, by `#[serde(default)]`) or `null` (`Some(None)`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// One damage of `resume.damage`: what a run killed during a save leaves. Paths are relative to
@@ -117,6 +232,10 @@ pub struct ModelSpec {
     pub b: f64,
     /// `lora` only (defaults r=1, alpha=2, lora_a=1.0, lora_b=0.0).
     pub lora: LoraSpec,
+    /// Contract v3 part 3 (b): parameters (`named_parameters()` names) the world sets
+    /// `requires_grad=False` on before the Trainer is built; not for `lora` (peft freezes the
+    /// base itself).
+    pub frozen: Vec<String>,
 }
 
 /// What the Trainer is handed (HF's `_save` has one branch per class family).
@@ -139,6 +258,14 @@ impl ModelKind {
 
     pub fn from_name(name: &str) -> Option<ModelKind> {
         ModelKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind's own parameters as `named_parameters()` names them (`frozen` may name these).
+    pub fn param_names(self) -> &'static [&'static str] {
+        match self {
+            ModelKind::Regression | ModelKind::Module => &["a", "b"],
+            ModelKind::Linear | ModelKind::Lora => &["linear.weight", "linear.bias"],
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -171,7 +298,7 @@ impl Default for LoraSpec {
 
 impl Default for ModelSpec {
     fn default() -> Self {
-        ModelSpec { kind: ModelKind::Regression, a: 0.0, b: 0.0, lora: LoraSpec::default() }
+        ModelSpec { kind: ModelKind::Regression, a: 0.0, b: 0.0, lora: LoraSpec::default(), frozen: vec![] }
     }
 }
 
@@ -188,6 +315,8 @@ struct RawModelSpec {
     alpha: Option<serde_json::Number>,
     lora_a: Option<f64>,
     lora_b: Option<f64>,
+    #[serde(default)]
+    frozen: Vec<String>,
 }
 
 impl TryFrom<RawModelSpec> for ModelSpec {
@@ -198,6 +327,20 @@ impl TryFrom<RawModelSpec> for ModelSpec {
             for (name, set) in [("r", m.r.is_some()), ("alpha", m.alpha.is_some()), ("lora_a", m.lora_a.is_some()), ("lora_b", m.lora_b.is_some())] {
                 if set {
                     return Err(format!("model field `{name}` belongs to kind \"lora\", not \"{}\"", m.kind.name()));
+                }
+            }
+        }
+        if !m.frozen.is_empty() {
+            let names = m.kind.param_names();
+            if m.kind == ModelKind::Lora {
+                return Err("model field `frozen` is not for kind \"lora\" (peft freezes the base model itself)".into());
+            }
+            for (k, n) in m.frozen.iter().enumerate() {
+                if !names.contains(&n.as_str()) {
+                    return Err(format!("model field `frozen` names {n:?}, which kind \"{}\" does not have; its parameters: {names:?}", m.kind.name()));
+                }
+                if m.frozen[..k].contains(n) {
+                    return Err(format!("model field `frozen` names {n:?} twice"));
                 }
             }
         }
@@ -214,6 +357,7 @@ impl TryFrom<RawModelSpec> for ModelSpec {
                 alpha: m.alpha.as_ref().and_then(|n| n.as_f64()).unwrap_or(d.alpha),
                 alpha_is_int: m.alpha.as_ref().is_none_or(|n| n.is_i64() || n.is_u64()),
                 lora_a: m.lora_a.unwrap_or(d.lora_a), lora_b: m.lora_b.unwrap_or(d.lora_b) },
+            frozen: m.frozen,
         })
     }
 }
@@ -344,6 +488,34 @@ impl Scenario {
         if let Some(l) = &sc.launch {
             l.check("launch").map_err(err)?;
         }
+        let under_output = |p: &str| (p == "output" || p.starts_with("output/")) && !p.split('/').any(|c| c == ".." || c.is_empty());
+        for (k, e) in sc.earlier.iter().enumerate() {
+            if !under_output(e.path()) || e.path() == "output" {
+                return Err(err(format!("field 'earlier[{k}]': the path must lie under output (relative, no '..'), not {:?}", e.path())));
+            }
+        }
+        if !sc.earlier.is_empty() && (sc.first_launch().world_size() > 1 || sc.first_launch().disks == Disks::PerNode) {
+            return Err(err("field 'earlier' is for a first run of one process".into()));
+        }
+        for (k, c) in sc.control.iter().enumerate() {
+            if c.at_step < 1 {
+                return Err(err(format!("field 'control[{k}].at_step' must be a positive integer (a global step), not {}", c.at_step)));
+            }
+        }
+        if !sc.train && sc.resume.is_some() {
+            return Err(err("field 'train' may be false only without 'resume' (a resume needs a first run's checkpoint)".into()));
+        }
+        if let Some(sg) = &sc.signal {
+            if sg.at_step < 1 {
+                return Err(err(format!("field 'signal.at_step' must be a positive integer (a global step), not {}", sg.at_step)));
+            }
+            if sc.args.get("enable_jit_checkpoint") != Some(&Value::Bool(true)) {
+                return Err(err("field 'signal' needs args.enable_jit_checkpoint=true: without its handler SIGTERM ends the process".into()));
+            }
+            if sc.first_launch().world_size() > 1 || sc.second_launch().world_size() > 1 {
+                return Err(err("field 'signal' is for one process (no launch of several)".into()));
+            }
+        }
         if let EvalSpec::Named(m) = &sc.data.eval {
             for (k, v) in m {
                 if v.as_u64().is_none() {
@@ -416,5 +588,42 @@ mod tests {
         assert!(model(r#"{"kind": "lora", "r": 0}"#).unwrap_err().contains("positive integer"));
         assert!(model(r#"{"kind": "peft"}"#).unwrap_err().contains("unknown variant"));
         assert!(model(r#"{"kind": "linear", "c": 1}"#).unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn frozen_names_the_kinds_own_parameters() {
+        assert_eq!(model(r#"{"kind": "linear", "frozen": ["linear.bias"]}"#).unwrap().frozen, vec!["linear.bias".to_string()]);
+        let e = model(r#"{"frozen": ["linear.bias"]}"#).unwrap_err();
+        assert!(e.contains("kind \"regression\" does not have") && e.contains("[\"a\", \"b\"]"), "{e}");
+        assert!(model(r#"{"frozen": ["a", "a"]}"#).unwrap_err().contains("twice"));
+        assert!(model(r#"{"kind": "lora", "frozen": ["linear.bias"]}"#).unwrap_err().contains("peft freezes"));
+    }
+
+    /// Loads `fields` (a JSON object's inner text) as scenario `x` from a scratch file.
+    fn load(fields: &str) -> Result<Scenario, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        std::fs::write(&p, format!(r#"{{"name": "x", "summary": "s", {fields}}}"#)).unwrap();
+        Scenario::load(&p).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn contract_v3_part_3_fields_are_checked_naming_the_field() {
+        let ok = load(r#""args": {"enable_jit_checkpoint": true}, "signal": {"at_step": 2}, "earlier": [{"folder": "output/checkpoint-9"}, {"file": "output/a.txt"}], "control": [{"at_step": 1, "set": "should_save"}]"#).unwrap();
+        assert_eq!((ok.signal.unwrap().at_step, ok.earlier.len(), ok.control[0].set, ok.train), (2, 2, ControlFlag::ShouldSave, true));
+        let cases = [
+            (r#""args": {}, "signal": {"at_step": 2}"#, "needs args.enable_jit_checkpoint=true"),
+            (r#""args": {"enable_jit_checkpoint": true}, "signal": {"at_step": 0}"#, "'signal.at_step' must be a positive integer"),
+            (r#""args": {"enable_jit_checkpoint": true}, "signal": {"at_step": 2}, "launch": {"nproc_per_node": 2}"#, "for one process"),
+            (r#""args": {}, "earlier": [{"folder": "elsewhere/x"}]"#, "'earlier[0]': the path must lie under output"),
+            (r#""args": {}, "earlier": [{"folder": "output/../x"}]"#, "'earlier[0]'"),
+            (r#""args": {}, "control": [{"at_step": 0, "set": "should_save"}]"#, "'control[0].at_step'"),
+            (r#""args": {}, "control": [{"at_step": 1, "set": "should_fly"}]"#, "unknown variant"),
+            (r#""args": {}, "train": false, "resume": {"from": "last"}"#, "'train' may be false only without 'resume'"),
+        ];
+        for (fields, want) in cases {
+            let e = load(fields).unwrap_err();
+            assert!(e.contains(want), "{fields}: {e}");
+        }
     }
 }

@@ -39,10 +39,14 @@ pub fn hf_python(root: &Path, v: &str) -> PathBuf {
     py
 }
 
-/// One python process runs the generator's `run_scenario` for every job, in order, with the
-/// real HF of `py`. A job is `{"sc": <scenario file path or scenario object>, "dir": <run dir>,
-/// "phase": "all"|"first"|"second" (optional), "resume": <checkpoint> (optional)}`; the jobs
-/// file is written to `jobs_file`. Panics with HF's stderr when the process fails.
+/// One python process runs the generator for every job, in order, with the real HF of `py`. A
+/// job is `{"sc": <scenario file path or scenario object>, "dir": <run dir>, "phase":
+/// "all"|"first"|"second" (optional), "resume": <checkpoint> (optional)}` (`run_scenario`, in
+/// that process), or `{"launch": [<scenario file path>, ...], "target": <folder>, "phase": ...}`:
+/// scenarios with a launch of several processes, run as the generator runs them
+/// (`run_distributed`: one torchrun per launch shape and phase, each run directory
+/// `<target>/<name>`). The jobs file is written to `jobs_file`. Panics with HF's stderr when the
+/// process fails.
 #[allow(dead_code)]
 pub fn run_hf_jobs(py: &Path, root: &Path, jobs: &[serde_json::Value], jobs_file: &Path) {
     let script = r#"
@@ -52,6 +56,10 @@ import generate as g
 world = g.hf_world()
 v = world["transformers"].__version__
 for job in json.load(open(sys.argv[2])):
+    if "launch" in job:
+        scs = [g.load_scenario(p) for p in job["launch"]]
+        g.run_distributed(scs, world, v, job["target"], lambda sc, err: None, phase=job.get("phase", "all"))
+        continue
     sc = g.load_scenario(job["sc"]) if isinstance(job["sc"], str) else job["sc"]
     g.run_scenario(sc, world, v, job["dir"], resume=job.get("resume"), phase=job.get("phase", "all"))
 "#;

@@ -28,11 +28,16 @@
 //! * `_load_optimizer_and_scheduler` (4.31-5.24): loads both only when `optimizer.pt` and
 //!   `scheduler.pt` both exist; otherwise it skips both without a word, and the resumed run
 //!   starts a fresh optimizer and schedule.
-//! * `_load_rng_state` (4.31-5.24): a missing `rng_state.pth` is only logged (info); a present
-//!   one is `torch.load`ed and indexed `["python"]`, `["numpy"]`, `["cpu"]`, so a corrupt one
-//!   raises. (HF loads it when the training loop reaches the resumed epoch: a resume of a run
-//!   that has nothing left to train never reads it; a corrupt file is still reported as a
-//!   failing resume.)
+//! * `_load_rng_state` (4.31-5.24): each process loads its own file, `rng_state.pth` alone and
+//!   `rng_state_{process_index}.pth` in a launch ([`super::launch`]); a missing one is only
+//!   logged, at info level, and the process keeps its generators; a present one is
+//!   `torch.load`ed and indexed `["python"]`, `["numpy"]`, `["cpu"]`, so a corrupt one raises (in
+//!   a launch, in that process, which ends the launch). (HF loads it when the training loop
+//!   reaches the resumed epoch: a resume of a run that has nothing left to train never reads
+//!   it; a corrupt file is still reported as a failing resume.) Which rank files a folder needs
+//!   is the world size of its `training_args.bin` (`distributed_state.num_processes`) and the
+//!   ranks that write to this disk ([`Expect::ranks`]); a disk's role ([`DiskRole`]) says which
+//!   other files its processes write (a node that does not save: its rng files only).
 //! * `training_args.bin` is never read by a resume: missing or corrupt, the checkpoint is
 //!   incomplete but resumes.
 //!
@@ -48,7 +53,8 @@ use crate::formats::torch_format::{self, FormatError, LoadOptions, Value};
 use crate::hf::behaviors::TorchLoad;
 use crate::hf::profile::Profile;
 use std::path::{Path, PathBuf};
-use super::training_args::{self, TrainingArgsFile};
+use super::launch::{self, DiskRole, Ranks};
+use super::training_args::{self, LaunchRecord, TrainingArgsFile};
 
 /// What one file of the folder turned out to be.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,12 +136,53 @@ pub struct Checkpoint {
     pub config_version: Option<String>,
     /// HF 5.x's `checkpoint-is-incomplete.txt` (a JIT checkpoint being written) is present.
     pub sentinel: bool,
+    /// What the disk's processes write ([`DiskRole`]): the files expected here.
+    pub role: DiskRole,
+    /// The launch the folder's own `training_args.bin` records (None: none, or unreadable).
+    pub launch: Option<LaunchRecord>,
+    /// The world size that wrote the folder: its own record's, else the run's (None: unknown).
+    pub world: Option<usize>,
+    /// The ranks whose `rng_state_{rank}.pth` the folder holds, and whether it holds
+    /// `rng_state.pth`.
+    pub rng_ranks: Vec<usize>,
+    pub single_rng: bool,
+    /// Why a resume from this folder fails where that is what HF writes on this disk (a node
+    /// whose processes do not save the weights), not damage: said, not counted.
+    pub resume_by_design: Vec<String>,
 }
 
 impl Checkpoint {
     /// The state's `global_step`, if any.
     pub fn global_step(&self) -> Option<u64> {
         self.state.as_ref().and_then(|s| int(s.get("global_step")?)).and_then(|i| u64::try_from(i).ok())
+    }
+
+    /// The rng files the folder should hold for its world size, decided by the disk after every
+    /// folder was read (the disk's ranks were not known from its layout, [`Ranks::Unknown`]):
+    /// each one absent becomes a missing file, with what HF's resume does without it.
+    pub fn require_rank_files(&mut self, ranks: &[usize]) {
+        let Some(world) = self.world.filter(|w| *w > 1) else { return };
+        for &r in ranks {
+            let f = launch::rng_file(world, r);
+            if self.files.iter().any(|(n, _)| *n == f) {
+                continue;
+            }
+            self.files.push((f.clone(), FileState::Missing));
+            self.missing.push(f.clone());
+            if self.resume_by_design.is_empty() {
+                self.resume_degraded.push(missing_rng_text(&f, world, Some(r)));
+            }
+        }
+        self.complete = self.missing.is_empty() && self.corrupt.is_empty() && self.code.is_empty() && !self.sentinel;
+    }
+}
+
+/// A missing rng file of a folder written by `world` processes, and what a resume with as many
+/// does without it.
+fn missing_rng_text(file: &str, world: usize, rank: Option<usize>) -> String {
+    match rank {
+        Some(r) => format!("{file} is missing: process {r} of a resume with {world} processes finds no file of its own; {}", launch::missing_rng_consequence(Some(r))),
+        None => format!("{file} is missing: {}", launch::missing_rng_consequence(None)),
     }
 }
 
@@ -155,11 +202,20 @@ pub struct Expect {
     pub save_safetensors: Option<bool>,
     /// The run's checkpoints hold a config.json (the model is a `PreTrainedModel`).
     pub config: bool,
+    /// The world size of the run's launch record (None: unknown; a folder's own record wins).
+    pub world: Option<usize>,
+    /// Which ranks' rng files this disk holds.
+    pub ranks: Ranks,
+    /// What this disk's processes write.
+    pub role: DiskRole,
 }
 
 impl Expect {
     pub fn from_args(a: &TrainingArgsFile, profile: &Profile, config: bool) -> Expect {
         Expect {
+            world: a.launch.as_ref().ok().and_then(|l| l.as_ref()).map(|l| l.num_processes),
+            ranks: Ranks::Unknown,
+            role: DiskRole::Saving,
             save_only_model: a.flag("save_only_model").unwrap_or(false),
             save_safetensors: if profile.has_field("save_safetensors") {
                 Some(a.flag("save_safetensors").unwrap_or_else(|| profile.default_of("save_safetensors").and_then(|d| d.as_bool()).unwrap_or(true)))
@@ -218,6 +274,12 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         args: None,
         config_version: None,
         sentinel: false,
+        role: run_expect.role,
+        launch: None,
+        world: None,
+        rng_ranks: vec![],
+        single_rng: false,
+        resume_by_design: vec![],
     };
     let present: Vec<String> = match std::fs::read_dir(dir) {
         Ok(rd) => {
@@ -239,7 +301,11 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     let ta_state = if has("training_args.bin") {
         match training_args::read_training_args(&ta) {
             Ok(a) => {
-                expect = Expect::from_args(&a, profile, run_expect.config);
+                expect = Expect { world: run_expect.world, ranks: run_expect.ranks, role: run_expect.role, ..Expect::from_args(&a, profile, run_expect.config) };
+                c.launch = a.launch.clone().ok().flatten();
+                if let Err(e) = &a.launch {
+                    c.notes.push(format!("{}: the world size that wrote it is unknown", training_args::strip_path(e, &ta)));
+                }
                 c.args = Some(a);
                 FileState::Ok
             }
@@ -263,7 +329,12 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     } else {
         (preferred.to_string(), FileState::Missing)
     };
-    c.files.push((weights_name.clone(), weights_state.clone()));
+    // A disk whose processes do not save the weights ([`DiskRole`]) holds none by design.
+    let model_files = expect.role == DiskRole::Saving;
+    let state_files = expect.role != DiskRole::RngOnly;
+    if model_files || weights_state != FileState::Missing {
+        c.files.push((weights_name.clone(), weights_state.clone()));
+    }
     // The other weights file, when present, is read too (a resume may take it).
     let other = if preferred == "model.safetensors" { "pytorch_model.bin" } else { "model.safetensors" };
     let other_state = if has(other) { Some(check_weights(&dir.join(other))) } else { None };
@@ -287,10 +358,12 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     } else {
         FileState::Missing
     };
-    if expect.config || has("config.json") {
+    if (expect.config && model_files) || has("config.json") {
         c.files.push(("config.json".into(), config_state.clone()));
     }
-    c.files.push(("training_args.bin".into(), ta_state));
+    if state_files || has("training_args.bin") {
+        c.files.push(("training_args.bin".into(), ta_state));
+    }
 
     // trainer_state.json.
     let fields = state_fields(profile);
@@ -323,26 +396,70 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
     } else {
         FileState::Missing
     };
-    c.files.push(("trainer_state.json".into(), ts_state.clone()));
+    if state_files || has("trainer_state.json") {
+        c.files.push(("trainer_state.json".into(), ts_state.clone()));
+    }
 
     // Optimizer, scheduler, RNG.
     let opt = if has("optimizer.pt") { Some(check_torch(&dir.join("optimizer.pt"), Kind::Optimizer)) } else { None };
     let sch = if has("scheduler.pt") { Some(check_torch(&dir.join("scheduler.pt"), Kind::Dict)) } else { None };
-    let rng_name = if has("rng_state.pth") {
-        Some("rng_state.pth".to_string())
-    } else {
-        present.iter().find(|f| f.starts_with("rng_state_") && f.ends_with(".pth")).cloned()
-    };
-    let rng = rng_name.as_ref().map(|f| check_torch(&dir.join(f), Kind::Rng));
     let want_opt = !expect.save_only_model;
     for (f, s) in [("optimizer.pt", &opt), ("scheduler.pt", &sch)] {
-        if want_opt || s.is_some() {
+        if (want_opt && state_files) || s.is_some() {
             c.files.push((f.to_string(), s.clone().unwrap_or(FileState::Missing)));
         }
     }
-    if want_opt || rng.is_some() {
-        c.files.push((rng_name.clone().unwrap_or_else(|| "rng_state.pth".into()), rng.clone().unwrap_or(FileState::Missing)));
+    // RNG state: every rng file present is read; the expected ones are those of the world size
+    // that wrote the folder (its own training_args.bin, else the run's) and of the ranks on
+    // this disk: `rng_state.pth` for one process, `rng_state_{rank}.pth` in a launch.
+    c.single_rng = has("rng_state.pth");
+    c.rng_ranks = present.iter().filter_map(|f| launch::rank_of(f)).collect();
+    c.rng_ranks.sort();
+    c.world = c.launch.as_ref().map(|l| l.num_processes).or(expect.world);
+    let mut rng_files: Vec<(String, Option<usize>)> = vec![];
+    if c.single_rng {
+        rng_files.push(("rng_state.pth".into(), None));
     }
+    rng_files.extend(c.rng_ranks.iter().map(|r| (launch::rng_file(2, *r), Some(*r))));
+    for (f, _) in &rng_files {
+        c.files.push((f.clone(), check_torch(&dir.join(f), Kind::Rng)));
+    }
+    let expected_rng: Vec<(String, Option<usize>)> = if !want_opt {
+        vec![]
+    } else {
+        match c.world {
+            Some(1) => vec![("rng_state.pth".into(), None)],
+            None if c.rng_ranks.is_empty() && state_files => vec![("rng_state.pth".into(), None)],
+            Some(n) => expect.ranks.for_world(n).unwrap_or_default().into_iter().map(|r| (launch::rng_file(n, r), Some(r))).collect(),
+            None => vec![],
+        }
+    };
+    for (f, _) in &expected_rng {
+        if !rng_files.iter().any(|(g, _)| g == f) {
+            c.files.push((f.clone(), FileState::Missing));
+        }
+    }
+    match c.world {
+        Some(n) if n > 1 => {
+            let outside: Vec<usize> = c.rng_ranks.iter().copied().filter(|r| *r >= n).collect();
+            if !outside.is_empty() {
+                c.notes.push(format!(
+                    "{}: rank(s) {} are no process of the world of {n} that wrote this folder (training_args.bin): no process of a resume with {n} reads them; another launch wrote them",
+                    outside.iter().map(|r| launch::rng_file(2, *r)).collect::<Vec<_>>().join(", "),
+                    launch::ranks_text(&outside)
+                ));
+            }
+            if c.single_rng {
+                c.notes.push(format!("rng_state.pth is a one-process save's file, beside a launch of {n}'s: only a resume with 1 process reads it"));
+            }
+        }
+        Some(1) if !c.rng_ranks.is_empty() => c.notes.push(format!(
+            "{} are a launch's files, in a folder one process wrote (training_args.bin: world size 1): only a resume with several processes reads them",
+            c.rng_ranks.iter().map(|r| launch::rng_file(2, *r)).collect::<Vec<_>>().join(", ")
+        )),
+        _ => {}
+    }
+
     if has("scaler.pt") {
         c.files.push(("scaler.pt".into(), check_torch(&dir.join("scaler.pt"), Kind::Dict)));
     }
@@ -464,12 +581,19 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         }
         _ => {}
     }
-    match &rng {
-        Some(FileState::Corrupt(why)) => c.resume_fails.push(format!("{} does not load: {why}", rng_name.clone().unwrap_or_default())),
-        None if !expect.save_only_model => {
-            c.resume_degraded.push("rng_state.pth is missing: HF only logs it; the data order and dropout after the resume differ from an uninterrupted run".into())
+    for (f, st) in &c.files {
+        let rank = launch::rank_of(f);
+        if f != "rng_state.pth" && rank.is_none() {
+            continue;
         }
-        _ => {}
+        match st {
+            FileState::Corrupt(why) => c.resume_fails.push(match rank {
+                Some(r) => format!("{f} does not load: {why} (process {r}'s _load_rng_state raises, and the launch fails with it)"),
+                None => format!("{f} does not load: {why}"),
+            }),
+            FileState::Missing => c.resume_degraded.push(missing_rng_text(f, c.world.unwrap_or(1), rank)),
+            _ => {}
+        }
     }
 
     // Files that call code: what this release's resume does with each.
@@ -490,6 +614,20 @@ pub fn check(dir: &Path, profile: &Profile, run_expect: Expect) -> Checkpoint {
         }
     }
     c.code = code;
+
+    // A disk whose processes do not save the weights: a resume from it raises in
+    // `_load_from_checkpoint` before anything else is read; that is what HF leaves here.
+    if let (Some(why), false) = (expect.role.why_no_weights(profile), any_weights) {
+        c.resume_by_design.push(format!(
+            "no weights file on this disk ({why}): _load_from_checkpoint raises ValueError(\"Can't find a valid checkpoint at {}\") in this node's processes, and the launch fails with them",
+            c.name
+        ));
+        // Nothing after that is read: damage in the other files is still reported as such.
+        c.resume_fails.clear();
+        c.resume_runs_code.clear();
+        c.weights_fails.clear();
+        c.resume_degraded.clear();
+    }
     c
 }
 

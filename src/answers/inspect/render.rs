@@ -14,6 +14,30 @@ impl Report {
         (logs, evals, saves)
     }
 
+    /// What the disk holds, in a line (another node's disk in [`Report::nodes`]).
+    pub fn holds(&self) -> String {
+        if self.checkpoints.is_empty() && self.leftovers.is_empty() {
+            return "no checkpoint folder".into();
+        }
+        let mut parts: Vec<String> = self
+            .checkpoints
+            .iter()
+            .map(|c| {
+                let files: Vec<&str> = c.files.iter().filter(|(_, s)| *s != checkpoint::FileState::Missing).map(|(f, _)| f.as_str()).collect();
+                let rng_only = !files.is_empty() && files.iter().all(|f| launch::rank_of(f).is_some() || *f == "rng_state.pth");
+                if rng_only {
+                    format!("{} ({})", c.name, files.join(", "))
+                } else if c.complete {
+                    format!("{} (complete)", c.name)
+                } else {
+                    format!("{} (incomplete)", c.name)
+                }
+            })
+            .collect();
+        parts.extend(self.leftovers.iter().map(|l| format!("{} (leftover)", l.name)));
+        parts.join(", ")
+    }
+
     /// The folders a problem names.
     pub fn flagged_folders(&self) -> Vec<String> {
         let mut v: Vec<String> = self.problems.iter().filter_map(|p| p.folder.clone()).collect();
@@ -42,7 +66,7 @@ impl Report {
                     "step": c.step,
                     "complete": c.complete,
                     "problems": problems,
-                    "resume": if !c.resume_fails.is_empty() { "fails" } else if !c.resume_runs_code.is_empty() { "runs code" } else if !c.resume_degraded.is_empty() { "degraded" } else { "ok" },
+                    "resume": if !c.resume_fails.is_empty() || !c.resume_by_design.is_empty() { "fails" } else if !c.resume_runs_code.is_empty() { "runs code" } else if !c.resume_degraded.is_empty() { "degraded" } else { "ok" },
                     "resume_fails": c.resume_fails,
                     "resume_runs_code": c.resume_runs_code,
                     "code": c.code.iter().map(|cf| {
@@ -57,6 +81,9 @@ impl Report {
                     "notes": c.notes,
                     "transformers_version": c.config_version,
                     "global_step": c.global_step(),
+                    "world_size": c.world,
+                    "rng_ranks": c.rng_ranks,
+                    "resume_fails_by_design": c.resume_by_design,
                 })
             })
             .collect();
@@ -105,6 +132,29 @@ impl Report {
             "problems": self.problems.iter().map(|p| json!({"folder": p.folder, "file": p.file, "message": p.message})).collect::<Vec<_>>(),
             "warnings": self.warnings,
             "notes": self.notes,
+            "launch": self.launch.as_ref().map(|l| json!({
+                "source": l.source,
+                "num_processes": l.record.num_processes,
+                "writer_process_index": l.record.process_index,
+                "writer_local_process_index": l.record.local_process_index,
+                "distributed_type": l.record.distributed_type,
+                "save_on_each_node": l.save_on_each_node,
+                "node": l.node,
+                "disk": match l.role { DiskRole::Saving => "saving", DiskRole::SavingWithoutWeights => "saving without weights", DiskRole::RngOnly => "rng files only" },
+                "ranks_here": l.ranks_here,
+                "ranks_how": l.ranks_how,
+            })),
+            "resume_worlds": self.resume_worlds.iter().map(|x| json!({
+                "processes": x.processes, "as_written": x.as_written, "found": x.found, "not_found": x.not_found, "raises": x.raises, "text": x.text,
+            })).collect::<Vec<_>>(),
+            "resume_fails_by_design": self.resume_by_design,
+            "node": self.node,
+            "nodes": self.nodes.iter().map(|n| json!({
+                "node": n.node,
+                "output_dir": n.output_dir.display().to_string(),
+                "holds": n.holds,
+                "report": n.report.as_ref().map(|r| r.to_json()),
+            })).collect::<Vec<_>>(),
             "ok": self.problems.is_empty(),
         })
     }
@@ -134,6 +184,30 @@ impl Report {
                 }
             }
             None => w(&mut o, "  no readable training_args.bin".into()),
+        }
+        if let Some(l) = &self.launch {
+            w(&mut o, String::new());
+            w(&mut o, "launch".into());
+            w(&mut o, format!(
+                "  {} processes ({}; distributed_state of {}: written by process {}, local process {}), save_on_each_node={}",
+                l.record.num_processes,
+                l.record.distributed_type.as_deref().unwrap_or("?"),
+                l.source,
+                l.record.process_index,
+                l.record.local_process_index,
+                if l.save_on_each_node { "True" } else { "False" }
+            ));
+            let disk = match l.role {
+                DiskRole::Saving => "its saving process writes the whole checkpoint here".to_string(),
+                DiskRole::SavingWithoutWeights => "its first process saves here without the weights and config.json (5.15+: main process only)".to_string(),
+                DiskRole::RngOnly => "no process of this node saves: its checkpoint folders hold its processes' rng files only".to_string(),
+            };
+            let node = l.node.map(|k| format!("node {k}'s disk: ")).unwrap_or_default();
+            w(&mut o, format!("  {node}{disk}"));
+            match &l.ranks_here {
+                Some(r) => w(&mut o, format!("  rng files of rank(s) {} belong here ({})", launch::ranks_text(r), l.ranks_how)),
+                None => w(&mut o, "  which ranks write to this disk is not known".into()),
+            }
         }
         w(&mut o, String::new());
         w(&mut o, "timeline".into());
@@ -171,7 +245,9 @@ impl Report {
             } else {
                 "INCOMPLETE".to_string()
             };
-            let resume = if !c.resume_fails.is_empty() {
+            let resume = if !c.resume_by_design.is_empty() {
+                "a resume from it FAILS, as HF leaves this disk"
+            } else if !c.resume_fails.is_empty() {
                 "a resume from it FAILS"
             } else if !c.resume_runs_code.is_empty() {
                 "a resume from it RUNS CODE"
@@ -190,7 +266,7 @@ impl Report {
             for cf in &c.code {
                 w(&mut o, format!("    {}: calls {} ({}): code that would run on load", cf.file, cf.code.global, cf.code.at));
             }
-            for r in &c.resume_fails {
+            for r in c.resume_fails.iter().chain(&c.resume_by_design) {
                 w(&mut o, format!("    resume: {r}"));
             }
             for r in &c.resume_runs_code {
@@ -244,6 +320,33 @@ impl Report {
                 }
             }
         }
+        for x in &self.resume_worlds {
+            w(&mut o, format!("  resumed {}", x.text));
+        }
+        for n in &self.nodes {
+            w(&mut o, String::new());
+            w(&mut o, format!("node {} ({})", n.node, n.output_dir.display()));
+            w(&mut o, format!("  holds: {}", n.holds));
+            if let Some(r) = &n.report {
+                let rel = format!("node-{}/output", n.node);
+                for c in r.checkpoints.iter().filter(|c| !c.complete || !c.resume_fails.is_empty()) {
+                    for f in &c.missing {
+                        w(&mut o, format!("  {rel}/{}/{f}: missing", c.name));
+                    }
+                    for (f, why) in &c.corrupt {
+                        w(&mut o, format!("  {rel}/{}/{f}: unreadable: {why}", c.name));
+                    }
+                    for cf in &c.code {
+                        w(&mut o, format!("  {rel}/{}/{}: calls {}: code that would run on load", c.name, cf.file, cf.code.global));
+                    }
+                }
+                match &r.resume_pick {
+                    Some(p) if r.resume_ok => w(&mut o, format!("  resume_from_checkpoint=True on this disk picks {p}: it loads")),
+                    Some(p) => w(&mut o, format!("  resume_from_checkpoint=True on this disk picks {p}: FAILS: {}", r.resume_reasons.join("; "))),
+                    None => w(&mut o, format!("  resume_from_checkpoint=True on this disk: {}", r.resume_reasons.join("; "))),
+                }
+            }
+        }
         w(&mut o, String::new());
         w(&mut o, "plan".into());
         match &self.replay.skipped {
@@ -282,7 +385,12 @@ impl Report {
             }
         }
         w(&mut o, String::new());
-        if self.problems.is_empty() {
+        if self.problems.is_empty() && !self.resume_by_design.is_empty() {
+            w(&mut o, "verdict: nothing here is damaged (exit 0), but as HF leaves these folders with these arguments a resume fails:".into());
+            for x in &self.resume_by_design {
+                w(&mut o, format!("  - {x}"));
+            }
+        } else if self.problems.is_empty() {
             w(&mut o, "verdict: nothing here breaks a resume or load_best_model_at_end (exit 0)".into());
         } else {
             w(&mut o, format!("verdict: {} problem(s) (exit 1):", self.problems.len()));

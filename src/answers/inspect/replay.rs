@@ -244,6 +244,10 @@ fn run(input: &Input, out: &mut Outcome) -> Result<(), String> {
         tokenizer: false,
         resume: None,
         launch: None,
+        signal: None,
+        train: true,
+        earlier: vec![],
+        control: vec![],
     };
     let given: Vec<Vec<(String, PyJson)>> = evals.into_iter().map(|(_, m)| m).collect();
 

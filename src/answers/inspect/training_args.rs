@@ -38,6 +38,72 @@ pub struct TrainingArgsFile {
     pub profiles: Vec<&'static str>,
     /// [`TrainingArgsFile::kwargs`] for the newest of `profiles` (empty when none fits).
     pub kwargs: Map<String, J>,
+    /// The launch the writing process was part of, from its `distributed_state` (see
+    /// [`LaunchRecord`]): `Ok(None)` when the object has no `distributed_state` (nothing
+    /// recorded), `Err` (naming the file) when it has one that is not accelerate's
+    /// `PartialState` as every profiled release pickles it.
+    pub launch: Result<Option<LaunchRecord>, String>,
+}
+
+/// The launch a `training_args.bin` records: accelerate's `PartialState`, pickled inside the
+/// arguments as `distributed_state` by every profiled release (4.31-5.24; read in the goldens of
+/// each: `{_cpu, backend, device, [debug,] distributed_type, num_processes, process_index,
+/// local_process_index, fork_launched}`, 4.31-4.39 with `local_process_index` first). HF's
+/// `args.world_size` and `args.process_index` are `num_processes` and `process_index` of that
+/// object, so they are what decides the rng file names: `rng_state.pth` when the world size is
+/// 1, `rng_state_{process_index}.pth` otherwise (`_save_rng_state` and `_load_rng_state`, every
+/// release). The record is the *writing* process's: the main process (global rank 0) on a
+/// shared disk, each node's first process with `save_on_each_node` (`process_index` the node's
+/// first rank, `local_process_index` 0). The number of nodes is not recorded anywhere in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchRecord {
+    /// `num_processes`: the world size.
+    pub num_processes: usize,
+    /// `process_index`: the writer's global rank.
+    pub process_index: usize,
+    /// `local_process_index`: the writer's rank on its node.
+    pub local_process_index: usize,
+    /// `distributed_type` is `MULTI_CPU` (gloo on CPUs, `use_cpu`): the device of each process
+    /// is then `cpu[:<local rank>]`, which decides whether 4.40-5.17 can load optimizer.pt back
+    /// in a launch (`LaunchBehaviors::map_location_fails`).
+    pub multi_cpu: bool,
+    /// `distributed_type` as recorded (`NO`, `MULTI_CPU`, `MULTI_GPU`, ...).
+    pub distributed_type: Option<String>,
+}
+
+impl LaunchRecord {
+    /// The writer's node was not node 0: its first process is not the world's first.
+    pub fn writer_on_other_node(&self) -> bool {
+        self.process_index != self.local_process_index
+    }
+}
+
+/// [`LaunchRecord`] of the pickled object's field dict; errors name the file.
+fn launch_record(path: &Path, state: &[(Value, Value)]) -> Result<Option<LaunchRecord>, String> {
+    let Some((_, ds)) = state.iter().find(|(k, _)| k.as_str() == Some("distributed_state")) else { return Ok(None) };
+    let bad = |what: String| format!("{}: distributed_state {what}", path.display());
+    if matches!(ds.resolved(), Value::None) {
+        // TrainingArguments before its devices were set up (never pickled so by a Trainer).
+        return Ok(None);
+    }
+    let obj = ds.as_object().ok_or_else(|| bad("is not an object (accelerate's PartialState)".into()))?;
+    let d = obj.state.as_ref().and_then(|s| s.as_dict()).ok_or_else(|| bad("has no field dict".into()))?;
+    let get = |k: &str| d.iter().find(|(kk, _)| kk.as_str() == Some(k)).map(|(_, v)| v);
+    let int = |k: &str| -> Result<usize, String> {
+        let v = get(k).ok_or_else(|| bad(format!("has no {k}")))?;
+        v.as_i64().and_then(|i| usize::try_from(i).ok()).ok_or_else(|| bad(format!("{k} is not a non-negative int ({})", to_json(v))))
+    };
+    let num_processes = int("num_processes")?;
+    let process_index = int("process_index")?;
+    let local_process_index = int("local_process_index")?;
+    if num_processes == 0 || process_index >= num_processes || local_process_index > process_index {
+        return Err(bad(format!(
+            "is not a process of its launch: num_processes {num_processes}, process_index {process_index}, local_process_index {local_process_index}"
+        )));
+    }
+    // An enum member pickles as `DistributedType('MULTI_CPU')`: its value.
+    let distributed_type = get("distributed_type").map(to_json).and_then(|j| j.as_str().map(str::to_string));
+    Ok(Some(LaunchRecord { num_processes, process_index, local_process_index, multi_cpu: distributed_type.as_deref() == Some("MULTI_CPU"), distributed_type }))
 }
 
 impl TrainingArgsFile {
@@ -185,7 +251,8 @@ fn from_value(path: &Path, value: &Value) -> Result<TrainingArgsFile, String> {
     }
     let profiles = fitting_profiles(&fields);
     let kwargs = profiles.last().and_then(|v| cached_profile(v)).map(|p| kwargs_of(&fields, p)).unwrap_or_default();
-    Ok(TrainingArgsFile { path: path.to_path_buf(), class, fields, other_attributes: other, profiles, kwargs })
+    let launch = launch_record(path, state);
+    Ok(TrainingArgsFile { path: path.to_path_buf(), class, fields, other_attributes: other, profiles, kwargs, launch })
 }
 
 fn kwargs_of(fields: &Map<String, J>, p: &Profile) -> Map<String, J> {
@@ -196,6 +263,7 @@ fn kwargs_of(fields: &Map<String, J>, p: &Profile) -> Map<String, J> {
         other_attributes: vec![],
         profiles: vec![],
         kwargs: Map::new(),
+        launch: Ok(None),
     }
     .kwargs(p)
 }

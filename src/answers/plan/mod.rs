@@ -221,6 +221,10 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             tokenizer: false,
             resume: None,
             launch: None,
+            signal: None,
+            train: true,
+            earlier: vec![],
+            control: vec![],
         },
     };
     if let Some(kind) = req.model {
@@ -231,7 +235,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
     }
     // The resume a user asks for (a scenario's own `resume`, its `from` and max_steps replaced).
     if req.resume_from.is_some() || req.resume_max_steps.is_some() {
-        let mut r = sc.resume.clone().unwrap_or(ResumeSpec { from: "last".into(), args: Default::default(), damage: vec![], model: None, launch: None });
+        let mut r = sc.resume.clone().unwrap_or(ResumeSpec { from: "last".into(), args: Default::default(), damage: vec![], model: None, launch: None, early_stopping: None });
         if let Some(f) = &req.resume_from {
             r.from = f.clone();
         }
