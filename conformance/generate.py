@@ -218,9 +218,11 @@ def check_resume(r, path):
         raise ScenarioError(f"{path}: field 'resume.damage' must be a list")
     for k, d in enumerate(damage):
         where = f"{path}: field 'resume.damage[{k}]'"
-        if not isinstance(d, dict) or not (set(d) == {"remove"} or set(d) == {"truncate", "bytes"}):
-            raise ScenarioError(f"{where} must be {{\"remove\": PATH}} or {{\"truncate\": PATH, \"bytes\": N}}")
-        rel = d.get("remove", d.get("truncate"))
+        if not isinstance(d, dict) or not (set(d) == {"remove"} or set(d) == {"truncate", "bytes"}
+                                           or set(d) == {"reshard", "max_shard_size"}):
+            raise ScenarioError(f"{where} must be {{\"remove\": PATH}}, {{\"truncate\": PATH, \"bytes\": N}} or "
+                                f"{{\"reshard\": CHECKPOINT, \"max_shard_size\": N}}")
+        rel = d.get("remove", d.get("truncate", d.get("reshard")))
         parts = rel.split("/") if isinstance(rel, str) else []
         if parts and NODE_DIR.match(parts[0]):  # a per-node disk's output (contract v3 part 2)
             parts = parts[1:]
@@ -229,6 +231,9 @@ def check_resume(r, path):
                                 f"per-node disks; relative, no '..'), not {rel!r}")
         if "bytes" in d and not (isinstance(d["bytes"], int) and not isinstance(d["bytes"], bool) and d["bytes"] >= 0):
             raise ScenarioError(f"{where}: 'bytes' must be a non-negative integer")
+        if "max_shard_size" in d and not (isinstance(d["max_shard_size"], int) and not isinstance(d["max_shard_size"], bool)
+                                          and d["max_shard_size"] > 0):
+            raise ScenarioError(f"{where}: 'max_shard_size' must be a positive integer (bytes)")
 
 
 def find_scenarios(root):
@@ -590,9 +595,56 @@ def apply_damage(damage):
                 shutil.rmtree(p)
             elif os.path.exists(p):
                 os.remove(p)
+        elif "reshard" in d:
+            reshard(d["reshard"], d["max_shard_size"])
         elif os.path.isfile(d["truncate"]):
             with open(d["truncate"], "r+b") as f:
                 f.truncate(d["bytes"])
+
+
+def reshard(folder, max_shard_size):
+    """A `{"reshard": CHECKPOINT, "max_shard_size": N}` damage (contract v3 part 3 e): the
+    checkpoint's full weights file (model.safetensors or pytorch_model.bin) rewritten in
+    save_pretrained's sharded layout, in its own format: shards named `model-0000K-of-0000N.
+    safetensors` (`pytorch_model-...bin`), filled in state-dict order and a new one begun where a
+    tensor would take a shard past N bytes (huggingface_hub's split), the index
+    `model.safetensors.index.json` (`pytorch_model.bin.index.json`) with `metadata.total_size`
+    and `weight_map` as save_pretrained writes it (indent 2, sorted keys), the single file removed.
+    The generator's own code, the same for every release: the damage is the scenario's input,
+    what each release's resume and load_best_model_at_end make of it is the outcome. A checkpoint
+    without a full weights file (an adapter's, or none left) is left alone."""
+    import torch
+    safe = os.path.join(folder, "model.safetensors")
+    pt = os.path.join(folder, "pytorch_model.bin")
+    if os.path.isfile(safe):
+        from safetensors.torch import load_file, save_file
+        sd, src, prefix, ext = load_file(safe), safe, "model", "safetensors"
+        index_name = "model.safetensors.index.json"
+    elif os.path.isfile(pt):
+        sd, src, prefix, ext = torch.load(pt, map_location="cpu"), pt, "pytorch_model", "bin"
+        index_name = "pytorch_model.bin.index.json"
+    else:
+        return
+    shards, size = [], 0
+    for k, t in sd.items():
+        n = t.numel() * t.element_size()
+        if not shards or size + n > max_shard_size:
+            shards.append({})
+            size = 0
+        shards[-1][k] = t
+        size += n
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        name = f"{prefix}-{i + 1:05d}-of-{len(shards):05d}.{ext}"
+        if ext == "safetensors":
+            save_file({k: t.contiguous() for k, t in shard.items()}, os.path.join(folder, name), metadata={"format": "pt"})
+        else:
+            torch.save({k: t.clone() for k, t in shard.items()}, os.path.join(folder, name))
+        weight_map.update({k: name for k in shard})
+    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in sd.values())}, "weight_map": weight_map}
+    with open(os.path.join(folder, index_name), "w", encoding="utf-8") as f:
+        f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    os.remove(src)
 
 
 def write_result(result):

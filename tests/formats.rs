@@ -162,12 +162,16 @@ fn checkpoints() -> &'static Vec<(String, PathBuf)> {
                 };
                 let mut final_save = false;
                 for ck in rd.map(|e| e.unwrap().path()) {
+                    if earlier().contains(&ck) {
+                        continue; // the scenario's `earlier`: there before HF ran
+                    }
                     final_save |= ck.is_file();
-                    if ck
-                        .file_name()
-                        .unwrap()
-                        .to_string_lossy()
-                        .starts_with("checkpoint-")
+                    if ck.is_dir()
+                        && ck
+                            .file_name()
+                            .unwrap()
+                            .to_string_lossy()
+                            .starts_with("checkpoint-")
                     {
                         out.push((label.clone(), ck));
                         found += 1;
@@ -199,6 +203,27 @@ fn damaged() -> &'static std::collections::HashSet<PathBuf> {
             for d in sc.resume.iter().flat_map(|r| &r.damage) {
                 for e in std::fs::read_dir(root().join("golden")).unwrap().flatten() {
                     out.insert(e.path().join(&sc.name).join(d.path()));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// What a contract-v3 scenario's `earlier` put in output/ before the run (every profile's
+/// copy, and the folders above a file): the scenario's, not HF's.
+fn earlier() -> &'static std::collections::HashSet<PathBuf> {
+    static E: OnceLock<std::collections::HashSet<PathBuf>> = OnceLock::new();
+    E.get_or_init(|| {
+        let mut out = std::collections::HashSet::new();
+        for (_, sc) in ckptspec::world::scenario::Scenario::load_dir(&root().join("conformance/scenarios")).unwrap() {
+            for e in &sc.earlier {
+                for g in std::fs::read_dir(root().join("golden")).unwrap().flatten() {
+                    let mut p = g.path().join(&sc.name).join(e.path());
+                    while p.file_name().is_some_and(|n| n != "output") {
+                        out.insert(p.clone());
+                        p.pop();
+                    }
                 }
             }
         }

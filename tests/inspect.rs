@@ -135,6 +135,8 @@ fn still_damaged(run: &Path, sc: &ckptspec::world::scenario::Scenario) -> BTreeS
         let still = match d {
             ckptspec::world::scenario::Damage::Remove { .. } => !p.exists(),
             ckptspec::world::scenario::Damage::Truncate { bytes, .. } => std::fs::metadata(&p).is_ok_and(|m| m.len() == *bytes),
+            // Sharded weights are whole weights: nothing damaged.
+            ckptspec::world::scenario::Damage::Reshard { .. } => false,
         };
         if folder.is_dir() && still {
             out.insert(name);

@@ -365,6 +365,11 @@ behaviors! {
     /// None: `TypeError` from torch's `repeat()` at the first evaluation, until 4.47 took the
     /// batch size from the arguments.
     legacy_prediction_loop_fails: bool = ["4.31.0" => true, "4.47.0" => false];
+    /// `_load_best_model` where the best checkpoint holds no full weights file: sharded weights
+    /// load through `load_sharded_checkpoint` when their index is one the release looks for:
+    /// `pytorch_model.bin.index.json` only, until 4.41 looks for `model.safetensors.index.json`
+    /// too; else HF warns "Could not locate the best model" and the last weights stay.
+    best_model_reads_safetensors_index: bool = ["4.31.0" => false, "4.41.0" => true];
     /// The worker count `dataloader_prefetch_factor`'s error names ("... when
     /// --dataloader_num_workers > N."): 5.2 corrected it to 0.
     prefetch_factor_message_workers: u8 = ["4.31.0" => 1, "5.2.0" => 0];

@@ -262,7 +262,12 @@ fn run_scenario(sc: &Scenario, profile: &Profile, run_dir: &Path, mode: SaveMode
         match &sc.resume {
             Some(r) if first.0 == PyJson::Null => {
                 for d in &r.damage {
-                    d.apply(run_dir).map_err(|source| RunError::Io { path: run_dir.join(d.path()), source })?;
+                    let path = run_dir.join(d.path());
+                    match d {
+                        crate::world::scenario::Damage::Reshard { max_shard_size, .. } => crate::save::shards::reshard(&path, *max_shard_size, profile)
+                            .map_err(|e| RunError::Io { path: path.clone(), source: std::io::Error::other(e) })?,
+                        _ => d.apply(run_dir).map_err(|source| RunError::Io { path, source })?,
+                    }
                 }
                 if phase == Phase::First {
                     write_result(profile, run_dir, first, None)?;

@@ -14,7 +14,7 @@ use crate::numerics::optim;
 use crate::numerics::plateau;
 use crate::numerics::rng::TorchGenerator;
 use crate::policy::rotation;
-use crate::save::{atomic, store};
+use crate::save::{atomic, shards, store};
 use std::path::Path;
 use crate::world::scenario::ModelKind;
 use super::damaged;
@@ -87,25 +87,35 @@ impl<'a> Trainer<'a> {
         let has = |f: &str| dir.join(f).is_file();
         let weights = ["model.safetensors", "pytorch_model.bin"].into_iter().find(|f| has(f));
         let adapter = ["adapter_model.safetensors", "adapter_model.bin"].into_iter().find(|f| has(f));
-        let index = ["pytorch_model.bin.index.json", "model.safetensors.index.json"].into_iter().any(has);
-        if weights.is_none() && adapter.is_none() && !index {
+        let index: Vec<&str> = shards::INDEX_FILES.into_iter().filter(|f| has(f)).collect();
+        if weights.is_none() && adapter.is_none() && index.is_empty() {
             return Err(HfError::value(format!("Can't find a valid checkpoint at {rel}")));
         }
         let rules = self.resume_rules();
-        let file = match (weights, adapter) {
-            (Some(w), _) => w,
-            (None, Some(a)) if self.sc.model.kind == ModelKind::Lora => a,
-            _ => {
-                return Err(HfError::value(format!(
-                    "Can't find a checkpoint index (pytorch_model.bin.index.json or model.safetensors.index.json) in {rel}."
-                )))
-            }
+        let lora = self.sc.model.kind == ModelKind::Lora;
+        let read = |file: &str| {
+            let weights_path = dir.join(file);
+            store::read_state_dict(&weights_path).map_err(|e| {
+                damaged::weights_load(&weights_path, &rules).unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged {file} in {rel}: {e}")))
+            })
         };
-        let weights_path = dir.join(file);
-        let loaded = store::read_state_dict(&weights_path).map_err(|e| {
-            damaged::weights_load(&weights_path, &rules)
-                .unwrap_or_else(|| HfError::not_modelled(format!("HF's error for a damaged {file} in {rel}: {e}")))
-        })?;
+        let loaded = match (weights, adapter) {
+            (Some(w), _) => read(w)?,
+            (None, Some(a)) if lora => read(a)?,
+            (None, _) if lora => {
+                return Err(HfError::not_modelled(format!("a LoRA resume from {rel}, which holds a sharded index and no adapter (HF warns and loads nothing)")))
+            }
+            // `load_sharded_checkpoint(model, folder, strict=False)`: the shards the index names.
+            (None, _) => match index[..] {
+                [] => {
+                    return Err(HfError::value(format!(
+                        "Can't find a checkpoint index (pytorch_model.bin.index.json or model.safetensors.index.json) in {rel}."
+                    )))
+                }
+                [one] => Some(shards::read_sharded(&dir, one).map_err(|e| HfError::not_modelled(format!("HF's error for damaged sharded weights in {rel}: {e}")))?),
+                _ => return Err(HfError::not_modelled(format!("{rel} holds both a bin and a safetensors index (which one load_sharded_checkpoint prefers is not modelled)"))),
+            },
+        };
         if let Some(sd) = loaded {
             let set = self.model.load(&sd);
             // `_issue_warnings_after_load` reads `model._keys_to_ignore_on_save` when keys are

@@ -12,7 +12,8 @@ use crate::numerics::optim;
 use crate::numerics::py_math::py_round;
 use crate::numerics::shard;
 use crate::policy::{rotation, schedule};
-use crate::save::store;
+use crate::save::{shards, store};
+use crate::world::scenario::ModelKind;
 use std::time::Instant;
 use super::{io_err, DeleteRule, DiskEvent, Trainer};
 use super::optimizer::{Optim, Scheduler};
@@ -603,7 +604,17 @@ impl<'a> Trainer<'a> {
             if let Some(best) = self.state.best.best_model_checkpoint.clone() {
                 let dir = self.run_dir.join(&best);
                 let path = dir.join(self.best_weights_file(&dir));
-                if let Some(sd) = store::read_state_dict(&path).map_err(|e| io_err(&path, e))? {
+                let sharded = |f: &str| f == shards::INDEX_FILES[0] || self.profile.best_model_reads_safetensors_index;
+                let index = shards::INDEX_FILES.into_iter().rev().filter(|f| sharded(f)).find(|f| dir.join(f).is_file());
+                let loaded = match index {
+                    // No full weights file (nor adapter), an index the release looks for:
+                    // `load_sharded_checkpoint` (prefer_safe: the safetensors index first).
+                    Some(f) if !path.exists() && self.sc.model.kind != ModelKind::Lora => {
+                        Some(shards::read_sharded(&dir, f).map_err(|e| HfError::not_modelled(format!("HF's error for damaged sharded weights in {best}: {e}")))?)
+                    }
+                    _ => store::read_state_dict(&path).map_err(|e| io_err(&path, e))?,
+                };
+                if let Some(sd) = loaded {
                     self.model.load(&sd);
                 }
             }

@@ -187,6 +187,12 @@ pub enum Damage {
     Truncate { truncate: String, bytes: u64 },
     /// `{"remove": PATH}`: a file or a whole folder removed.
     Remove { remove: String },
+    /// `{"reshard": CHECKPOINT, "max_shard_size": N}` (contract v3 part 3 e): the checkpoint's
+    /// full weights file rewritten in save_pretrained's sharded layout, shards of at most N bytes
+    /// (a tensor larger than N alone) and the index file. Not damage in the sense of loss: the
+    /// weights are all there, as a model saved with `max_shard_size` holds them. Written by
+    /// `save::shards` (a writer of weights files, a layer above this one).
+    Reshard { reshard: String, max_shard_size: u64 },
 }
 
 impl Damage {
@@ -194,13 +200,16 @@ impl Damage {
         match self {
             Damage::Remove { remove } => remove,
             Damage::Truncate { truncate, .. } => truncate,
+            Damage::Reshard { reshard, .. } => reshard,
         }
     }
 
-    /// Applies it inside `run_dir`.
+    /// Applies a file damage (remove, truncate) inside `run_dir`; a reshard is `save::shards`'
+    /// (this layer writes no weights files), and this refuses it.
     pub fn apply(&self, run_dir: &Path) -> std::io::Result<()> {
         let p = run_dir.join(self.path());
         match self {
+            Damage::Reshard { .. } => Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "a reshard damage is applied by save::shards::reshard")),
             Damage::Remove { .. } if p.is_dir() => std::fs::remove_dir_all(&p),
             Damage::Remove { .. } if p.exists() => std::fs::remove_file(&p),
             Damage::Truncate { bytes, .. } if p.is_file() => std::fs::OpenOptions::new().write(true).open(&p)?.set_len(*bytes),
@@ -483,6 +492,11 @@ impl Scenario {
                 if !(inner == "output" || inner.starts_with("output/")) || p.split('/').any(|c| c == ".." || c.is_empty()) {
                     return Err(err(format!("field 'resume.damage[{k}]': the path must be output or lie under it (relative, no '..'; node-K/output with per-node disks), not {p:?}")));
                 }
+                if let Damage::Reshard { max_shard_size, .. } = d {
+                    if *max_shard_size == 0 {
+                        return Err(err(format!("field 'resume.damage[{k}]': 'max_shard_size' must be a positive integer (bytes), not 0")));
+                    }
+                }
             }
         }
         if let Some(l) = &sc.launch {
@@ -611,6 +625,8 @@ mod tests {
     fn contract_v3_part_3_fields_are_checked_naming_the_field() {
         let ok = load(r#""args": {"enable_jit_checkpoint": true}, "signal": {"at_step": 2}, "earlier": [{"folder": "output/checkpoint-9"}, {"file": "output/a.txt"}], "control": [{"at_step": 1, "set": "should_save"}]"#).unwrap();
         assert_eq!((ok.signal.unwrap().at_step, ok.earlier.len(), ok.control[0].set, ok.train), (2, 2, ControlFlag::ShouldSave, true));
+        let r = load(r#""args": {}, "resume": {"from": "last", "damage": [{"reshard": "output/checkpoint-2", "max_shard_size": 4}]}"#).unwrap();
+        assert_eq!(r.resume.unwrap().damage, vec![Damage::Reshard { reshard: "output/checkpoint-2".into(), max_shard_size: 4 }]);
         let cases = [
             (r#""args": {}, "signal": {"at_step": 2}"#, "needs args.enable_jit_checkpoint=true"),
             (r#""args": {"enable_jit_checkpoint": true}, "signal": {"at_step": 0}"#, "'signal.at_step' must be a positive integer"),
@@ -620,6 +636,8 @@ mod tests {
             (r#""args": {}, "control": [{"at_step": 0, "set": "should_save"}]"#, "'control[0].at_step'"),
             (r#""args": {}, "control": [{"at_step": 1, "set": "should_fly"}]"#, "unknown variant"),
             (r#""args": {}, "train": false, "resume": {"from": "last"}"#, "'train' may be false only without 'resume'"),
+            (r#""args": {}, "resume": {"from": "last", "damage": [{"reshard": "output/checkpoint-2", "max_shard_size": 0}]}"#, "'max_shard_size' must be a positive integer"),
+            (r#""args": {}, "resume": {"from": "last", "damage": [{"reshard": "checkpoint-2", "max_shard_size": 4}]}"#, "'resume.damage[0]': the path must be output"),
         ];
         for (fields, want) in cases {
             let e = load(fields).unwrap_err();

@@ -357,6 +357,7 @@ fn resume_answers(result: &PyJson, trace: &PlanTrace, sc: &Scenario, split: Opti
         .map(|d| match d {
             crate::world::scenario::Damage::Remove { remove } => format!("remove {remove}"),
             crate::world::scenario::Damage::Truncate { truncate, bytes } => format!("truncate {truncate} to {bytes} bytes"),
+            crate::world::scenario::Damage::Reshard { reshard, max_shard_size } => format!("reshard {reshard}'s weights into shards of at most {max_shard_size} bytes"),
         })
         .collect();
     let r = trace.resume.clone().unwrap_or_default();

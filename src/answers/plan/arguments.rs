@@ -23,7 +23,6 @@ use serde_json::{Map, Value};
 pub const NOT_AFFECTING: &[(&str, &str)] = &[
     ("optim", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
     ("optim_target_modules", "which modules a special optimizer trains: numbers only"),
-    ("adafactor", "chooses the optimizer: changes what optimizer.pt holds, not when checkpoints are written"),
     ("fp16_opt_level", "apex mixed-precision level: numbers only"),
     ("half_precision_backend", "mixed-precision backend: numbers only"),
     ("gradient_checkpointing_kwargs", "options of gradient checkpointing: the same steps and checkpoints"),
