@@ -745,7 +745,7 @@ impl Args {
     /// `TrainingArguments.should_save` in process `rank` (global), `local_rank` on its node: the
     /// main process, or each node's first with `save_on_each_node`.
     pub fn should_save(&self, rank: usize, local_rank: usize) -> bool {
-        if self.field("save_on_each_node") == Some(&PyJson::Bool(true)) {
+        if self.is_true("save_on_each_node") {
             local_rank == 0
         } else {
             rank == 0
@@ -755,6 +755,11 @@ impl Args {
     /// A field as HF holds it (None: the release lacks it).
     pub fn field(&self, name: &str) -> Option<&PyJson> {
         self.all.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// Whether a boolean field is True (False where the release lacks it).
+    pub fn is_true(&self, name: &str) -> bool {
+        self.field(name) == Some(&PyJson::Bool(true))
     }
 
     /// The weights file `save_pretrained` writes: `save_safetensors` decides where the version has

@@ -9,8 +9,6 @@
 //! split, names and index text, so that both implementations resume from the same folder.
 
 use crate::formats::pyjson::{self, DumpOptions, PyJson};
-use crate::formats::safetensors;
-use crate::formats::torch_format::{self, Value};
 use crate::hf::profile::Profile;
 use crate::save::store::{self, StateDictContainer};
 use std::path::Path;
@@ -19,29 +17,6 @@ pub type Result<T> = std::result::Result<T, String>;
 
 /// The index files `load_sharded_checkpoint` knows, in the order it names them.
 pub const INDEX_FILES: [&str; 2] = ["pytorch_model.bin.index.json", "model.safetensors.index.json"];
-
-/// A weights file's float32 tensors, in the file's order: (key, shape, values).
-fn read_tensors(path: &Path) -> Result<Vec<(String, Vec<i64>, Vec<f32>)>> {
-    let tensors: Vec<(String, torch_format::Tensor)> = if path.extension().is_some_and(|x| x == "safetensors") {
-        safetensors::load(path).map_err(|e| e.to_string())?.1
-    } else {
-        let v = torch_format::load(path).map_err(|e| e.to_string())?;
-        let items = v.as_dict().ok_or_else(|| format!("{}: not a state dict", path.display()))?;
-        items
-            .iter()
-            .filter_map(|(k, v)| match (k.as_str().map(str::to_string), v.resolved()) {
-                (Some(k), Value::Tensor(t)) => Some((k, t.clone())),
-                _ => None,
-            })
-            .collect()
-    };
-    let mut out = vec![];
-    for (k, t) in tensors {
-        let b = t.contiguous_bytes().map_err(|e| e.to_string())?;
-        out.push((k, t.shape.clone(), b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()));
-    }
-    Ok(out)
-}
 
 /// The `reshard` damage: `folder`'s model.safetensors (else pytorch_model.bin) rewritten as
 /// shards of at most `max_shard_size` bytes in state-dict order (a tensor that would take a
@@ -56,7 +31,7 @@ pub fn reshard(folder: &Path, max_shard_size: u64, profile: &Profile) -> Result<
     } else {
         return Ok(());
     };
-    let tensors = read_tensors(&src)?;
+    let tensors = store::read_tensors(&src)?.ok_or_else(|| format!("{}: gone", src.display()))?;
     let bytes = |v: &[f32]| 4 * v.len() as u64;
     let mut shards: Vec<Vec<(String, Vec<i64>, Vec<f32>)>> = vec![];
     let mut size = 0;
@@ -103,7 +78,8 @@ pub fn read_sharded(folder: &Path, index_file: &str) -> Result<Vec<(String, Vec<
     }
     let mut out = vec![];
     for f in files {
-        out.extend(read_tensors(&folder.join(f))?.into_iter().map(|(k, _, v)| (k, v)));
+        let shard = store::read_state_dict(&folder.join(f))?.ok_or_else(|| format!("{index_file} names {f}, which is not there"))?;
+        out.extend(shard);
     }
     Ok(out)
 }

@@ -313,6 +313,13 @@ fn encoded_b() -> Value {
 /// A weights file's float32 tensors by key (`None` when it is missing: HF's `_load_best_model`
 /// then warns and keeps the current weights).
 pub fn read_state_dict(path: &Path) -> Result<Option<Vec<(String, Vec<f32>)>>> {
+    Ok(read_tensors(path)?.map(|ts| ts.into_iter().map(|(k, _, v)| (k, v)).collect()))
+}
+
+/// A weights file's float32 tensors in the file's order, (key, shape, values): a torch-saved
+/// dict's order, or safetensors' (the names sorted, as its `load_file` gives them). `None` when
+/// the file is missing.
+pub fn read_tensors(path: &Path) -> Result<Option<Vec<(String, Vec<i64>, Vec<f32>)>>> {
     if !path.exists() {
         return Ok(None);
     }
@@ -332,7 +339,7 @@ pub fn read_state_dict(path: &Path) -> Result<Option<Vec<(String, Vec<f32>)>>> {
     let mut out = vec![];
     for (k, t) in tensors {
         let b = t.contiguous_bytes().map_err(e)?;
-        out.push((k, b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()));
+        out.push((k, t.shape.clone(), b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()));
     }
     Ok(Some(out))
 }

@@ -32,7 +32,7 @@ impl<'a> Trainer<'a> {
     }
 
     pub(super) fn signal_on_step_end(&mut self) {
-        let jit = self.args.field("enable_jit_checkpoint") == Some(&PyJson::Bool(true));
+        let jit = self.args.is_true("enable_jit_checkpoint");
         if jit && self.sc.signal.is_some_and(|s| s.at_step == self.state.global_step as i64) {
             self.jit_requested = true;
         }

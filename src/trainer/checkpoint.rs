@@ -79,7 +79,7 @@ impl<'a> Trainer<'a> {
 
     /// The rng file of process `rank`: `rng_state.pth` for a run of one process.
     pub(super) fn rng_file(&self, rank: usize) -> String {
-        if self.launch.world_size() > 1 { format!("rng_state_{rank}.pth") } else { "rng_state.pth".into() }
+        self.launch.rng_file(rank)
     }
 
     /// `_save_checkpoint` as the writing process (`self.writer`, the main one unless

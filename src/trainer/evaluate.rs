@@ -88,7 +88,7 @@ impl<'a> Trainer<'a> {
         // jit_mode_eval: `_wrap_model` traces the model on `next(iter(dataloader))` before the
         // loop, a second iterator of the evaluation DataLoader (another `_base_seed` draw), and
         // the loop then reports `self.jit_compilation_time` (wall-clock) after the loss.
-        let jit = self.args.field("jit_mode_eval") == Some(&PyJson::Bool(true));
+        let jit = self.args.is_true("jit_mode_eval");
         if jit && self.sc.model.kind != crate::world::scenario::ModelKind::Regression {
             return Err(HfError::not_modelled("jit_mode_eval with this model kind (its trace is golden-checked for the regression model only)"));
         }
@@ -104,7 +104,7 @@ impl<'a> Trainer<'a> {
                 o.begin_eval_loop();
             }
         }
-        if self.args.field("use_legacy_prediction_loop") == Some(&PyJson::Bool(true)) && self.profile.legacy_prediction_loop_fails {
+        if self.args.is_true("use_legacy_prediction_loop") && self.profile.legacy_prediction_loop_fails {
             return Err(HfError::new(
                 "TypeError",
                 "repeat(): argument 'repeats' (position 1) must be tuple of ints, but found element of type NoneType at pos 0",

@@ -146,7 +146,7 @@ impl<'a> Trainer<'a> {
     /// cannot be pickled: not modelled); "fork" loads as workers always do here.
     pub(super) fn check_dataloader_workers(&self) -> Result<(), HfError> {
         let no_workers = matches!(self.args.field("dataloader_num_workers"), None | Some(PyJson::Int(0)));
-        let persistent = self.args.field("dataloader_persistent_workers") == Some(&PyJson::Bool(true));
+        let persistent = self.args.is_true("dataloader_persistent_workers");
         let context = self.args.field("dataloader_multiprocessing_context").filter(|v| **v != PyJson::Null);
         if persistent && no_workers {
             return Err(HfError::value("persistent_workers option needs num_workers > 0"));

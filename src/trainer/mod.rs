@@ -474,7 +474,7 @@ impl<'a> Trainer<'a> {
         // compute_metrics must take `compute_result`, which the world's scripted one does not (a
         // user's ordinary compute_metrics neither). Without a compute_metrics it changes nothing
         // here: the loss is still gathered for eval_loss.
-        if args.field("batch_eval_metrics") == Some(&PyJson::Bool(true)) && sc.metrics.is_some() {
+        if args.is_true("batch_eval_metrics") && sc.metrics.is_some() {
             return Err(HfError::value(
                 "When using `batch_eval_metrics`, your `compute_metrics` function must take a `compute_result` boolean argument which will be triggered after the last batch of the eval set to signal that the summary statistics should be returned by the function.",
             ));

@@ -113,7 +113,8 @@ impl Optim {
     pub(super) fn build(args: &Args, profile: &Profile, decay: &[bool], shapes: &[Vec<i64>]) -> Result<Optim, HfError> {
         let (lr, wd, layout) = (args.learning_rate, args.weight_decay, profile.torch_layout);
         // A value optim_args cannot give is left to check_optimizer_args (its ValueError).
-        let kw = |k: &str| torch_optim_args(args, profile).ok().and_then(|m| m.into_iter().find(|(n, _)| n == k)).map(|(_, v)| v);
+        let given = torch_optim_args(args, profile).unwrap_or_default();
+        let kw = |k: &str| given.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let float = |k: &str| kw(k).and_then(|v| v.parse::<f64>().ok());
         Ok(match args.optim.as_str() {
             "sgd" => {

@@ -59,7 +59,7 @@ impl<'a> Trainer<'a> {
         // include_tokens_per_second: `num_tokens(train_dataloader)` starts an iterator of the
         // training DataLoader and fetches its first batch (the world's batches have no input_ids:
         // the KeyError ends the count at 0), in every process, before the first epoch.
-        let count_tokens = self.args.field("include_tokens_per_second") == Some(&PyJson::Bool(true));
+        let count_tokens = self.args.is_true("include_tokens_per_second");
         if count_tokens {
             self.rng.extra_train_iterator(n);
             if let Some(o) = &mut self.other_rng {
@@ -398,17 +398,7 @@ impl<'a> Trainer<'a> {
     /// accumulate on from there.
     fn all_reduce_stash(&mut self) {
         let stashed = std::mem::take(&mut self.rank_grads);
-        let Some(first) = stashed.first() else { return };
-        let world = stashed.len() as f64;
-        let mean: Vec<tch::Tensor> = (0..first.len())
-            .map(|i| {
-                let mut sum = first[i].copy();
-                for other in &stashed[1..] {
-                    sum = &sum + &other[i];
-                }
-                sum / world
-            })
-            .collect();
+        let Some(mean) = mean_grads(&stashed) else { return };
         self.rank_grads = (0..stashed.len()).map(|_| mean.iter().map(|t| t.copy()).collect()).collect();
     }
 
@@ -428,15 +418,9 @@ impl<'a> Trainer<'a> {
             return;
         }
         let stashed = std::mem::take(&mut self.rank_grads);
-        let Some(first) = stashed.first() else { return };
-        let world = stashed.len() as f64;
-        for (i, p) in self.model.params.iter_mut().filter(|p| p.trainable).enumerate() {
-            let mut sum = first[i].copy();
-            for other in &stashed[1..] {
-                sum = &sum + &other[i];
-            }
-            let mut g = p.tensor.grad();
-            let _ = g.copy_(&(sum / world));
+        let Some(mean) = mean_grads(&stashed) else { return };
+        for (p, g) in self.model.params.iter_mut().filter(|p| p.trainable).zip(&mean) {
+            let _ = p.tensor.grad().copy_(g);
         }
     }
 
@@ -595,7 +579,7 @@ impl<'a> Trainer<'a> {
             ("total_flos".into(), self.state.total_flos.to_json()),
             ("train_loss".into(), PyJson::Float(train_loss)),
         ];
-        if self.args.field("include_tokens_per_second") == Some(&PyJson::Bool(true)) {
+        if self.args.is_true("include_tokens_per_second") {
             // speed_metrics' `train_tokens_per_second`: the counted tokens (0 here) per second.
             logs.insert(3, ("train_tokens_per_second".into(), PyJson::Float(0.0)));
         }
@@ -685,4 +669,23 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
+}
+
+/// DDP's all-reduce of the processes' accumulated gradients (one list per process, parameter by
+/// parameter): summed in rank order, then divided by the world size (with 2 processes a
+/// halving, exact). None without any process.
+fn mean_grads(stashed: &[Vec<tch::Tensor>]) -> Option<Vec<tch::Tensor>> {
+    let first = stashed.first()?;
+    let world = stashed.len() as f64;
+    Some(
+        (0..first.len())
+            .map(|i| {
+                let mut sum = first[i].copy();
+                for other in &stashed[1..] {
+                    sum = &sum + &other[i];
+                }
+                sum / world
+            })
+            .collect(),
+    )
 }

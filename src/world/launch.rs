@@ -79,6 +79,11 @@ impl LaunchSpec {
             .collect()
     }
 
+    /// The rng file process `rank` writes and reads ([`rng_file`] of this launch's world size).
+    pub fn rng_file(&self, rank: usize) -> String {
+        rng_file(self.world_size(), rank)
+    }
+
     /// The working directory of node `node`'s processes: `node-K/` with per-node disks (also for
     /// a phase of one process, which runs as node 0), else the run directory.
     pub fn node_dir(&self, run_dir: &Path, node: usize) -> PathBuf {
@@ -120,5 +125,15 @@ mod tests {
         assert!(serde_json::from_str::<LaunchSpec>(r#"{"nodes": 2}"#).is_err());
         let bad = LaunchSpec { nnodes: 3, ..LaunchSpec::default() };
         assert_eq!(bad.check("launch").unwrap_err(), "field 'launch.nnodes' must be 1 or 2, not 3");
+    }
+}
+
+/// The rng file process `rank` of a launch of `world` processes writes and reads:
+/// `rng_state_{process_index}.pth` in a launch of several, `rng_state.pth` alone.
+pub fn rng_file(world: usize, rank: usize) -> String {
+    if world > 1 {
+        format!("rng_state_{rank}.pth")
+    } else {
+        "rng_state.pth".into()
     }
 }

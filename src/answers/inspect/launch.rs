@@ -47,6 +47,9 @@ use super::training_args::LaunchRecord;
 use crate::hf::profile::Profile;
 use std::path::{Path, PathBuf};
 
+/// The rng file a process of a launch writes and reads (the trainer writes it by the same rule).
+pub use crate::world::launch::rng_file;
+
 /// What the processes writing to a disk save there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DiskRole {
@@ -100,22 +103,9 @@ impl Ranks {
     }
 }
 
-/// The rng file process `rank` of a launch of `world` processes writes and reads.
-pub fn rng_file(world: usize, rank: usize) -> String {
-    if world > 1 {
-        format!("rng_state_{rank}.pth")
-    } else {
-        "rng_state.pth".into()
-    }
-}
-
 /// The rank of an `rng_state_{rank}.pth` name.
 pub fn rank_of(file: &str) -> Option<usize> {
-    let d = file.strip_prefix("rng_state_")?.strip_suffix(".pth")?;
-    if d.is_empty() || !d.bytes().all(|b| b.is_ascii_digit()) || (d.len() > 1 && d.starts_with('0')) {
-        return None;
-    }
-    d.parse().ok()
+    decimal(file.strip_prefix("rng_state_")?.strip_suffix(".pth")?)
 }
 
 /// What `_load_rng_state` does when the file of a process (`Some(rank)` in a launch, `None`
@@ -147,7 +137,11 @@ pub enum Layout {
 
 /// `node-K` -> K.
 pub fn node_index(name: &str) -> Option<usize> {
-    let d = name.strip_prefix("node-")?;
+    decimal(name.strip_prefix("node-")?)
+}
+
+/// A number as Python's `str(int)` writes it: digits only, no leading zero.
+fn decimal(d: &str) -> Option<usize> {
     if d.is_empty() || !d.bytes().all(|b| b.is_ascii_digit()) || (d.len() > 1 && d.starts_with('0')) {
         return None;
     }
@@ -172,7 +166,7 @@ pub fn node_dirs(dir: &Path) -> Vec<usize> {
 /// `result.json`, or by a second `node-K` folder beside it); anything else is one folder.
 pub fn locate(dir: &Path) -> Layout {
     let nodes = node_dirs(dir);
-    if !nodes.is_empty() && !dir.join("output").is_dir() && !has_checkpoint_dirs(dir) {
+    if !nodes.is_empty() && !dir.join("output").is_dir() && !super::has_checkpoints(dir) {
         return Layout::PerNode { root: dir.to_path_buf(), primary: nodes[0], nodes };
     }
     let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -199,11 +193,6 @@ pub fn locate(dir: &Path) -> Layout {
     Layout::Single
 }
 
-fn has_checkpoint_dirs(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with("checkpoint-") && e.path().is_dir()))
-        .unwrap_or(false)
-}
 
 /// The ranks of node `k` from result.json's `ranks` (`(rank, node)` pairs); `Unknown` when
 /// they are not a run of consecutive ranks.
