@@ -185,7 +185,7 @@ fn view(run_dir: &Path, title: &str, events: Option<&[crate::trainer::DiskEvent]
     if let Ok(rd) = std::fs::read_dir(&out) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if e.path().is_dir() && name.starts_with("checkpoint-") {
+            if e.path().is_dir() && name.starts_with("checkpoint-") && holds_a_file(&e.path()) {
                 if let Some(step) = step_of(&name) {
                     left.insert(step, name);
                 }
@@ -358,6 +358,13 @@ fn short_str(v: Option<&PyJson>) -> String {
     }
 }
 
+/// Whether a folder holds a file, at any depth. Empty folders do not count (as in the diff,
+/// conformance/README.md): git holds none, so a checkout of golden/ has none, and a view that
+/// listed them would differ between the generator's folder and a clone.
+fn holds_a_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| rd.flatten().any(|e| if e.path().is_dir() { holds_a_file(&e.path()) } else { true }))
+}
+
 /// The checkpoints and other files left in output/.
 fn write_left(s: &mut String, out: &Path) {
     let mut ckpts: Vec<(u64, String)> = vec![];
@@ -367,6 +374,9 @@ fn write_left(s: &mut String, out: &Path) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if e.path().is_dir() {
+                if !holds_a_file(&e.path()) {
+                    continue;
+                }
                 match step_of(&name).filter(|_| name.starts_with("checkpoint-")) {
                     Some(st) => ckpts.push((st, name)),
                     None => dirs.push(name),

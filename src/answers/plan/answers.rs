@@ -199,9 +199,16 @@ pub fn read(run_dir: &Path, trace: &PlanTrace, args: Option<&Args>, sc: &Scenari
         })
         .collect();
     // A save that raised partway (HF <= 4.46 decides the best inside _save_checkpoint, after
-    // writing the weights) leaves its folder, unrecorded by the executor's trace.
+    // writing the weights) leaves its folder, unrecorded by the executor's trace. A folder that
+    // was there before the run (the scenario's `earlier`) is no save of it.
+    let before: Vec<&str> = sc.earlier.iter().filter_map(|e| e.path().strip_prefix("output/")?.split('/').next()).collect();
     let partial: Vec<u64> = match error {
-        Some(_) => checkpoints_left.iter().filter_map(|f| checkpoint_number(f)).filter(|n| !saved_steps.contains(n)).collect(),
+        Some(_) => checkpoints_left
+            .iter()
+            .filter(|f| !before.contains(&f.as_str()))
+            .filter_map(|f| checkpoint_number(f))
+            .filter(|n| !saved_steps.contains(n))
+            .collect(),
         None => vec![],
     };
     saved_steps.extend(&partial);
