@@ -785,17 +785,39 @@ def worker_main(task_file):
     os._exit(0)
 
 
-# Rendezvous ports: a range of 100 per generator process (by pid) below Linux's ephemeral range
+# Rendezvous ports: a range of 100 per generator process below Linux's ephemeral range
 # (32768-60999). bind(0) hands out ephemeral ports: one chosen for a later task's store could be
 # taken meanwhile by a gloo connection of the running task (its rank 0 then fails to serve the
-# store and the others wait for it), and two generators side by side could pick the same one.
-_PORT_BASE = 20000 + (os.getpid() % 120) * 100
-_PORTS = itertools.cycle(range(_PORT_BASE, _PORT_BASE + 100))  # reused once a launch is over
+# store and the others wait for it). Generators side by side (./dev test's checks, the
+# cross-resume test's profiles) must not share a range: each claims one by holding a socket on
+# its first port for as long as it lives, starting from a range picked by its pid.
+_PORTS = None
+_CLAIM = None
+
+
+def _claim_port_range():
+    import socket
+    global _PORTS, _CLAIM
+    for k in range(120):
+        base = 20000 + ((os.getpid() + k) % 120) * 100
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", base))
+            s.listen(1)
+        except OSError:
+            s.close()
+            continue
+        _CLAIM = s
+        _PORTS = itertools.cycle(range(base + 1, base + 100))  # reused once a launch is over
+        return
+    raise RuntimeError("no rendezvous port range of 100 free between 20000 and 31999")
 
 
 def free_port():
     import socket
-    for p in itertools.islice(_PORTS, 100):
+    if _PORTS is None:
+        _claim_port_range()
+    for p in itertools.islice(_PORTS, 99):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", p))

@@ -67,8 +67,10 @@ fn every_resume_scenario_cross_resumes_both_ways_for_the_real_profiles() {
     let (launches, ones): (Vec<&(PathBuf, Scenario)>, Vec<&(PathBuf, Scenario)>) = resumes.iter().copied().partition(|(_, s)| launched(s));
     assert!(ones.len() >= 40, "the catalogue has {} resume scenarios of one process", ones.len());
     assert!(launches.len() >= 3, "the catalogue has {} resume scenarios with a launch of several processes", launches.len());
-    let mut bad = vec![];
-    for v in profiles() {
+    // The profiles side by side (each mostly one python process and one Rust thread at a time).
+    let one_profile = |v: &str| -> (Vec<String>, Vec<String>) {
+        let mut bad = vec![];
+        let mut said = vec![];
         let t0 = Instant::now();
         let py = common::hf_python(root, v);
         let profile = Profile::get(v).unwrap();
@@ -145,21 +147,34 @@ fn every_resume_scenario_cross_resumes_both_ways_for_the_real_profiles() {
         }
         let n_l = crossing.iter().filter(|(_, s)| launched(s)).count();
         let n_one = crossing.len() - n_l;
-        println!(
+        said.push(format!(
             "{v}: {} resume scenarios of one process, {n_one} crossed (the others' first run fails), {agree} of {} cross-resumed run directories equal the golden",
             ones.len(),
             2 * n_one
-        );
-        println!(
+        ));
+        said.push(format!(
             "{v}: {} resume scenarios with a launch of several processes ({} without a golden folder yet: not crossed), {n_l} crossed, {agree_l} of {} cross-resumed run directories equal the golden",
             launches.len(),
             no_golden.len(),
             2 * n_l
-        );
-        println!(
+        ));
+        said.push(format!(
             "{v}: {:.0} s (HF first runs {hf_first_s:.0} s, Rust first runs {rs_first_s:.0} s, HF resumes {hf_second_s:.0} s, Rust resumes {rs_second_s:.0} s)",
             t0.elapsed().as_secs_f64()
-        );
+        ));
+        (bad, said)
+    };
+    let vs = profiles();
+    let results: Vec<(Vec<String>, Vec<String>)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = vs.iter().map(|v| sc.spawn(|| one_profile(v))).collect();
+        handles.into_iter().map(|h| h.join().expect("a profile's cross-resume thread")).collect()
+    });
+    let mut bad = vec![];
+    for (b, said) in results {
+        for line in said {
+            println!("{line}");
+        }
+        bad.extend(b);
     }
     assert!(bad.is_empty(), "{} disagreeing:\n{}", bad.len(), bad.join("\n"));
 }

@@ -25,24 +25,30 @@ fn golden() {
     let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(false);
     settings.set_snapshot_path("snapshots");
+    // The views of every cell, the scenarios spread over the cores (each cell runs the Rust
+    // trainer traced); then the snapshots are asserted in order.
+    let eras: Vec<Vec<(&str, &str, String)>> = ckptspec::harness::par::map(scenarios.len(), ckptspec::harness::par::cores(), |k| {
+        let sc = &scenarios[k].1;
+        // (first, last, view) runs of releases with one view.
+        let mut runs: Vec<(&str, &str, String)> = vec![];
+        for (v, p) in versions.iter().zip(&profiles) {
+            let run_dir = root.join("golden").join(format!("hf-{v}")).join(&sc.name);
+            if !run_dir.is_dir() {
+                continue;
+            }
+            let tmp = tempfile::tempdir().unwrap();
+            let events = ckptspec::trainer::run_traced(sc, p, tmp.path()).unwrap();
+            let view = ckptspec::harness::snapshot::run_dir_view_traced(&run_dir, &sc.name, &events).unwrap();
+            match runs.last_mut() {
+                Some((_, last, prev)) if *prev == view => *last = v,
+                _ => runs.push((v, v, view)),
+            }
+        }
+        runs
+    });
     let mut names = BTreeSet::new();
     settings.bind(|| {
-        for (_, sc) in &scenarios {
-            // (first, last, view) runs of releases with one view.
-            let mut runs: Vec<(&str, &str, String)> = vec![];
-            for (v, p) in versions.iter().zip(&profiles) {
-                let run_dir = root.join("golden").join(format!("hf-{v}")).join(&sc.name);
-                if !run_dir.is_dir() {
-                    continue;
-                }
-                let tmp = tempfile::tempdir().unwrap();
-                let events = ckptspec::trainer::run_traced(sc, p, tmp.path()).unwrap();
-                let view = ckptspec::harness::snapshot::run_dir_view_traced(&run_dir, &sc.name, &events).unwrap();
-                match runs.last_mut() {
-                    Some((_, last, prev)) if *prev == view => *last = v,
-                    _ => runs.push((v, v, view)),
-                }
-            }
+        for ((_, sc), runs) in scenarios.iter().zip(eras) {
             for (first, last, view) in runs {
                 let range = if first == last { first.to_string() } else { format!("{first}..{last}") };
                 let name = format!("golden@hf-{range}__{}", sc.name);

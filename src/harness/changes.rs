@@ -10,6 +10,7 @@
 //! there also show in the logged losses and learning rates of `trainer_state.json`.
 
 use crate::harness::diff::{self, Difference, Stage};
+use crate::harness::par;
 use crate::hf::version::Version;
 use crate::world::scenario::Scenario;
 use std::path::{Path, PathBuf};
@@ -104,19 +105,19 @@ pub struct History {
     pub boundaries: Vec<(String, usize)>,
 }
 
-/// Every scenario's history across the golden releases.
+/// Every scenario's history across the golden releases, the scenarios spread over the cores
+/// (each compares its ~50 adjacent pairs of golden folders: the whole page reads every golden file).
 pub fn histories(golden: &Path, scenarios: &Path) -> Result<Vec<History>, String> {
     let releases = golden_releases(golden).map_err(|e| format!("{}: {e}", golden.display()))?;
     let scs = Scenario::load_dir(scenarios).map_err(|e| e.to_string())?;
-    let mut out = vec![];
-    for (path, sc) in &scs {
+    let one = |(path, sc): &(PathBuf, Scenario)| -> Result<Option<History>, String> {
         let area = path
             .parent()
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let present: Vec<&String> = releases.iter().filter(|v| golden.join(format!("hf-{v}")).join(&sc.name).is_dir()).collect();
-        let Some(first) = present.first() else { continue };
+        let Some(first) = present.first() else { return Ok(None) };
         let mut h = History {
             name: sc.name.clone(),
             area,
@@ -138,7 +139,12 @@ pub fn histories(golden: &Path, scenarios: &Path) -> Result<Vec<History>, String
                 h.runs.push((b.clone(), b.clone()));
             }
         }
-        out.push(h);
+        Ok(Some(h))
+    };
+    let all = par::map(scs.len(), par::cores(), |k| one(&scs[k]));
+    let mut out = vec![];
+    for h in all {
+        out.extend(h?);
     }
     Ok(out)
 }
@@ -146,7 +152,11 @@ pub fn histories(golden: &Path, scenarios: &Path) -> Result<Vec<History>, String
 /// The page.
 pub fn render(golden: &Path, scenarios: &Path) -> Result<String, String> {
     let releases = golden_releases(golden).map_err(|e| format!("{}: {e}", golden.display()))?;
-    let hs = histories(golden, scenarios)?;
+    Ok(render_histories(&releases, &histories(golden, scenarios)?))
+}
+
+/// The page of histories already computed (the test that also checks them reads the goldens once).
+pub fn render_histories(releases: &[String], hs: &[History]) -> String {
     let points: usize = hs.iter().map(|h| h.boundaries.len()).sum();
     let mut s = String::new();
     s.push_str("# HF Trainer checkpoint behavior, release by release\n\n");
@@ -177,7 +187,7 @@ pub fn render(golden: &Path, scenarios: &Path) -> Result<String, String> {
     }
     s.push_str("\n## Scenarios\n");
     let mut area = String::new();
-    for h in &hs {
+    for h in hs {
         if h.area != area {
             area = h.area.clone();
             s.push_str(&format!("\n### {area}\n"));
@@ -198,7 +208,7 @@ pub fn render(golden: &Path, scenarios: &Path) -> Result<String, String> {
             }
         }
     }
-    Ok(s)
+    s
 }
 
 /// `ckptspec changes [--check]`.

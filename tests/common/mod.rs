@@ -76,4 +76,8 @@ for job in json.load(open(sys.argv[2])):
         .output()
         .unwrap();
     assert!(out.status.success(), "HF runs failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    // The generator's notes (a launch rerun after a hang): shown with --nocapture.
+    for line in String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("note:")) {
+        println!("{line}");
+    }
 }
