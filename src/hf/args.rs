@@ -466,6 +466,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     }
     if !profile.optim_checked_early {
         optim_and_device_checks(&mut raw, profile)?;
+        tf32_check(&raw)?;
     }
     let mut warmup_ratio = 0.0;
     if profile.warmup_steps_ratio {
@@ -497,6 +498,9 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     };
     if let Some(msg) = bad {
         return Err(HfError::value(msg));
+    }
+    if profile.optim_checked_early {
+        tf32_check(&raw)?;
     }
 
     let lr_scheduler_kwargs = match raw.get("lr_scheduler_kwargs") {
@@ -614,10 +618,9 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     })
 }
 
-/// `self.optim = OptimizerNames(self.optim)` (5.0 dropped adamw_hf), then the device checks this
-/// machine meets: `tf32=True` needs a CUDA device of the Ampere generation, which it lacks
-/// (False only turns TF32 off where CUDA exists: nothing here). Where they stand in
-/// `__post_init__` is the release's (`optim_checked_early`).
+/// `self.optim = OptimizerNames(self.optim)` (5.0 dropped adamw_hf), then the fp16 device check
+/// of the releases that have it. Where they stand in `__post_init__` is the release's
+/// (`optim_checked_early`); tf32's check follows them until 5.1 ([`tf32_check`]).
 fn optim_and_device_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfError> {
     let optim = raw.string("optim").unwrap_or_default();
     if !profile.optimizer_names.contains(&optim) {
@@ -636,6 +639,15 @@ fn optim_and_device_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfErr
             return Err(HfError::value(msg));
         }
     }
+    Ok(())
+}
+
+/// `tf32=True` needs a CUDA device of the Ampere generation, which this machine lacks (False
+/// only turns TF32 off where CUDA exists: nothing here). Until 5.1 right after the optim
+/// conversion; from 5.2 (`optim_checked_early`: the restructured `__post_init__`) after
+/// `_validate_args` (the interval, scheduler and warmup checks), in its "TF32" section. Found by
+/// the differential test: `eval_steps=2.5` with `tf32=True` raises the eval_steps error in 5.24.0.
+fn tf32_check(raw: &Raw) -> Result<(), HfError> {
     if raw.get("tf32") == &PyJson::Bool(true) {
         return Err(HfError::value("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"));
     }
