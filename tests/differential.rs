@@ -12,7 +12,8 @@
 //! ```
 //! `CKPTSPEC_DIFFERENTIAL_HF=<version>` picks the profile (default the newest; another patch of a
 //! profiled minor runs that minor's profile) and its venv's python (`./dev venvs` makes them all);
-//! `CKPTSPEC_PYTHON` overrides the python. `CKPTSPEC_DIFFERENTIAL_DRAW=1` only draws: it prints each
+//! `CKPTSPEC_PYTHON` overrides the python. `CKPTSPEC_DIFFERENTIAL_KEEP=1` keeps the drawn scenario
+//! files and both sides' run directories (the path is printed). `CKPTSPEC_DIFFERENTIAL_DRAW=1` only draws: it prints each
 //! scenario's launch and resume (to pick a seed that draws what a short run should cover) and
 //! runs nothing.
 //! Each disagreeing scenario is written to `target/differential-failures/<version>/<name>.json` (a format
@@ -310,7 +311,11 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
 
     let voc = vocabulary(&root);
     let profile = Profile::get(hf).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+    // CKPTSPEC_DIFFERENTIAL_KEEP=1 keeps the drawn scenarios and both sides' run directories.
+    let tmp = tempfile::Builder::new().disable_cleanup(std::env::var_os("CKPTSPEC_DIFFERENTIAL_KEEP").is_some()).tempdir().unwrap();
+    if std::env::var_os("CKPTSPEC_DIFFERENTIAL_KEEP").is_some() {
+        println!("keeping {}", tmp.path().display());
+    }
     let (sc_dir, hf_dir, rust_dir) = (tmp.path().join("scenarios"), tmp.path().join("hf"), tmp.path().join("rust"));
     std::fs::create_dir_all(&sc_dir).unwrap();
     let mut rng = Rng(seed);
