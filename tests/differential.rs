@@ -312,8 +312,9 @@ fn rust_trainer_agrees_with_real_hf_on_random_scenarios() {
     let voc = vocabulary(&root);
     let profile = Profile::get(hf).unwrap();
     // CKPTSPEC_DIFFERENTIAL_KEEP=1 keeps the drawn scenarios and both sides' run directories.
-    let tmp = tempfile::Builder::new().disable_cleanup(std::env::var_os("CKPTSPEC_DIFFERENTIAL_KEEP").is_some()).tempdir().unwrap();
-    if std::env::var_os("CKPTSPEC_DIFFERENTIAL_KEEP").is_some() {
+    let keep = std::env::var_os("CKPTSPEC_DIFFERENTIAL_KEEP").is_some();
+    let tmp = tempfile::Builder::new().disable_cleanup(keep).tempdir().unwrap();
+    if keep {
         println!("keeping {}", tmp.path().display());
     }
     let (sc_dir, hf_dir, rust_dir) = (tmp.path().join("scenarios"), tmp.path().join("hf"), tmp.path().join("rust"));

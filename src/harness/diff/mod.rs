@@ -335,14 +335,19 @@ fn compare_file(rel: &str, se: &Side, sa: &Side, rep: &mut Report) {
     }
 }
 
+/// A file named like a torch.save file.
+fn torch_name(p: &Path) -> bool {
+    matches!(p.extension().and_then(|e| e.to_str()), Some("pt" | "pth" | "bin"))
+}
+
 /// [`is_torch_file`] on bytes already read.
 fn is_torch_bytes(name: &str, bytes: &[u8]) -> bool {
-    matches!(Path::new(name).extension().and_then(|e| e.to_str()), Some("pt" | "pth" | "bin")) || bytes.starts_with(b"PK\x03\x04")
+    torch_name(Path::new(name)) || bytes.starts_with(b"PK\x03\x04")
 }
 
 /// A torch.save zip (by its first bytes), or a file named like one.
 fn is_torch_file(p: &Path) -> bool {
-    let by_name = matches!(p.extension().and_then(|e| e.to_str()), Some("pt" | "pth" | "bin"));
+    let by_name = torch_name(p);
     let mut magic = [0u8; 4];
     let by_magic = std::fs::File::open(p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
         && magic == *b"PK\x03\x04";
