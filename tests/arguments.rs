@@ -90,3 +90,43 @@ fn a_refused_field_stops_run_with_its_reason_and_a_default_value_runs() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn accelerator_config_use_configured_state_is_refused_where_the_release_has_it() {
+    // 5.24.0 has the key: the refusal names its reason. 4.41.2 lacks it: HF's TypeError is the
+    // outcome (result.json), as for any key AcceleratorConfig lacks.
+    let d = tempfile::tempdir().unwrap();
+    let sc = d.path().join("args-acc-ucs.json");
+    std::fs::write(
+        &sc,
+        r#"{"name": "args-acc-ucs", "summary": "use_configured_state=True", "args": {"max_steps": 2, "accelerator_config": {"use_configured_state": true}}}"#,
+    )
+    .unwrap();
+    let run = |v: &str, out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ckptspec")).args(["run", sc.to_str().unwrap(), "--hf", v, "--out", d.path().join(out).to_str().unwrap()]).output().unwrap()
+    };
+    let out = run("5.24.0", "new");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("use_configured_state=True") && err.contains("refused"), "{err}");
+    let out = run("4.41.2", "old");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = std::fs::read_to_string(d.path().join("old/result.json")).unwrap();
+    assert!(result.contains("AcceleratorConfig.__init__() got an unexpected keyword argument 'use_configured_state'"), "{result}");
+}
+
+#[test]
+fn accelerator_config_sharding_keys_in_a_launch_are_not_run() {
+    let d = tempfile::tempdir().unwrap();
+    let sc = d.path().join("args-acc-launch.json");
+    std::fs::write(
+        &sc,
+        r#"{"name": "args-acc-launch", "summary": "s", "args": {"max_steps": 2, "use_cpu": true, "accelerator_config": {"use_seedable_sampler": false}}, "launch": {"nproc_per_node": 2}}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ckptspec"))
+        .args(["run", sc.to_str().unwrap(), "--hf", "5.24.0", "--out", d.path().join("o").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("use_seedable_sampler=false") && err.contains("launch of 2 processes"), "{err}");
+}

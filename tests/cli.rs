@@ -233,13 +233,13 @@ fn plan_rejects_conflicting_options_before_planning() {
 
 #[test]
 fn a_folder_runs_every_scenario_even_after_one_that_cannot_run() {
-    // An argument the Rust trainer does not model yet (accelerator_config) makes
-    // one scenario "not yet implemented"; the others of the folder still run.
+    // An argument value the Rust trainer does not model yet (5.x's include_num_input_tokens_seen
+    // "all") makes one scenario "not yet implemented"; the others of the folder still run.
     let tmp = assert_fs::TempDir::new().unwrap();
     let src = tmp.child("scenarios");
     let ok = |name: &str| format!(r#"{{"name": "{name}", "summary": "s", "args": {{"max_steps": 2, "save_steps": 1}}}}"#);
     src.child("a-first.json").write_str(&ok("a-first")).unwrap();
-    let gap = r#"{"name": "b-gap", "summary": "s", "args": {"max_steps": 2, "accelerator_config": {"split_batches": true}}}"#;
+    let gap = r#"{"name": "b-gap", "summary": "s", "args": {"max_steps": 2, "include_num_input_tokens_seen": "all"}}"#;
     src.child("b-gap.json").write_str(gap).unwrap();
     src.child("c-last.json").write_str(&ok("c-last")).unwrap();
     let out = tmp.path().join("all");
@@ -249,6 +249,6 @@ fn a_folder_runs_every_scenario_even_after_one_that_cannot_run() {
     assert!(!out.join("b-gap").exists(), "a scenario that could not run leaves no run directory");
     let lines: Vec<&str> = err.lines().collect();
     assert!(lines[0].starts_with("1 scenario(s) of ") && lines[0].contains("could not be run"), "{err}");
-    assert!(lines[1].starts_with("  b-gap: not yet implemented: argument accelerator_config"), "{err}");
+    assert!(lines[1].starts_with("  b-gap: not yet implemented: argument include_num_input_tokens_seen"), "{err}");
     assert_eq!(lines.len(), 2, "{err}");
 }

@@ -3,10 +3,12 @@
 //! texts. Values keep Python's int/float distinction because HF's messages and JSON show it.
 
 use crate::formats::pyjson::{float_repr, PyJson};
-use crate::hf::behaviors::{GreaterDefault, WarmupCheck};
+use crate::hf::accelerator::{self, AcceleratorConfig};
+use crate::hf::behaviors::{AcceleratorConfigAt, GreaterDefault, WarmupCheck};
 use crate::hf::error::HfError;
 use crate::hf::profile::Profile;
 use serde_json::{Map, Value};
+use std::path::Path;
 
 /// A Python number as HF sees it (`4` and `4.0` print differently).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -193,6 +195,9 @@ pub struct Args {
     pub train_sampling_strategy: Option<String>,
     /// `eval_do_concat_batches` (4.40+; True where the field is missing).
     pub eval_do_concat_batches: bool,
+    /// `accelerator_config` (4.38+) as `__post_init__` left it; None: not given (the release's
+    /// default object, or a release without the field).
+    pub accelerator_config: Option<AcceleratorConfig>,
     /// Every argument as HF holds it after `__post_init__` (name in this version's spelling).
     pub all: Vec<(String, PyJson)>,
 }
@@ -283,8 +288,14 @@ fn strategy_repr(s: Interval, enum_name: &str) -> String {
     format!("{enum_name}.{}", s.member())
 }
 
-/// `TrainingArguments(**scenario_args)` of this version.
+/// `TrainingArguments(**scenario_args)` of this version, in the process's working directory
+/// (where an `accelerator_config` path is opened).
 pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, HfError> {
+    resolve_in(given, profile, Path::new("."))
+}
+
+/// [`resolve`] with `base` as the working directory (a scenario's run directory).
+pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) -> Result<Args, HfError> {
     // Keyword arguments: unknown ones are Python's TypeError, the first one in call order.
     let mut vals: Vec<(String, PyJson)> = profile.fields.iter().map(|(n, d)| (n.clone(), PyJson::from(d))).collect();
     for (k, _) in given {
@@ -464,8 +475,13 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if lr_scheduler_type == "greedy" && eval_strategy == Interval::No {
         return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
     }
+    let mut accelerator_config = None;
+    let at = profile.accelerator_config_at;
     if !profile.optim_checked_early {
         optim_and_device_checks(&mut raw, profile)?;
+        if at == AcceleratorConfigAt::AfterOptim {
+            accelerator_config = convert_accelerator_config(&raw, profile, base)?;
+        }
         tf32_check(&raw)?;
     }
     let mut warmup_ratio = 0.0;
@@ -499,6 +515,16 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if let Some(msg) = bad {
         return Err(HfError::value(msg));
     }
+    match at {
+        AcceleratorConfigAt::AfterWarmupChecks => accelerator_config = convert_accelerator_config(&raw, profile, base)?,
+        AcceleratorConfigAt::AfterValidation => {
+            // `_validate_args` ends with the prefetch check (5.2+); then accelerator_config and
+            // the tf32 check of `__post_init__`.
+            prefetch_check(&raw, profile)?;
+            accelerator_config = convert_accelerator_config(&raw, profile, base)?;
+        }
+        AcceleratorConfigAt::AfterOptim => {}
+    }
     if profile.optim_checked_early {
         tf32_check(&raw)?;
     }
@@ -521,14 +547,9 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
     if !profile.optim_checked_early {
         convert_debug(&mut raw)?;
     }
-    // `(not is_torch_available() or is_torch_greater_or_equal_than_2_0) and
-    // dataloader_num_workers == 0 and dataloader_prefetch_factor is not None` (4.38+, where the
-    // field exists; every profile's torch is 2.x), among the last checks.
-    if *raw.get("dataloader_prefetch_factor") != PyJson::Null && raw.num("dataloader_num_workers")?.f() == 0.0 {
-        return Err(HfError::value(format!(
-            "--dataloader_prefetch_factor can only be set when data is loaded in a different process, i.e. when --dataloader_num_workers > {}.",
-            profile.prefetch_factor_message_workers
-        )));
+    // The prefetch check, among the last checks (5.2+: in `_validate_args`, above).
+    if !profile.optim_checked_early {
+        prefetch_check(&raw, profile)?;
     }
     // The `train_batch_size` / `eval_batch_size` properties: `per_gpu_*_batch_size or
     // per_device_*_batch_size` (the deprecated per_gpu fields, 4.31-4.57, win when set).
@@ -564,6 +585,7 @@ pub fn resolve(given: &Map<String, Value>, profile: &Profile) -> Result<Args, Hf
         restore_callback_states_from_checkpoint: raw.boolean("restore_callback_states_from_checkpoint"),
         train_sampling_strategy: raw.string("train_sampling_strategy"),
         eval_do_concat_batches: *raw.get("eval_do_concat_batches") != PyJson::Bool(false),
+        accelerator_config,
         debug_underflow_overflow: matches!(raw.get("debug"), PyJson::List(l) if l.contains(&PyJson::Str("underflow_overflow".into()))),
         max_steps: int(&raw, "max_steps")?,
         num_train_epochs: raw.num("num_train_epochs")?.f(),
@@ -640,6 +662,29 @@ fn optim_and_device_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfErr
         }
     }
     Ok(())
+}
+
+/// `(not is_torch_available() or is_torch_greater_or_equal_than_2_0) and dataloader_num_workers
+/// == 0 and dataloader_prefetch_factor is not None` (4.38+, where the field exists; every
+/// profile's torch is 2.x): among the last checks of `__post_init__`, and the last of 5.2's
+/// `_validate_args`.
+fn prefetch_check(raw: &Raw, profile: &Profile) -> Result<(), HfError> {
+    if *raw.get("dataloader_prefetch_factor") != PyJson::Null && raw.num("dataloader_num_workers")?.f() == 0.0 {
+        return Err(HfError::value(format!(
+            "--dataloader_prefetch_factor can only be set when data is loaded in a different process, i.e. when --dataloader_num_workers > {}.",
+            profile.prefetch_factor_message_workers
+        )));
+    }
+    Ok(())
+}
+
+/// `accelerator_config` converted where the release does it (`accelerator_config_at`): a release
+/// without the field has nothing to convert.
+fn convert_accelerator_config(raw: &Raw, profile: &Profile, base: &Path) -> Result<Option<AcceleratorConfig>, HfError> {
+    if !profile.has_field("accelerator_config") {
+        return Ok(None);
+    }
+    accelerator::resolve(raw.get("accelerator_config"), profile, base)
 }
 
 /// `tf32=True` needs a CUDA device of the Ampere generation, which this machine lacks (False

@@ -291,8 +291,12 @@ pub const ARGUMENTS: &[(&str, Status)] = &[
     ("torch_compile_backend", Refused(GeneratedKernels)),
     ("torch_compile_mode", Refused(GeneratedKernels)),
     ("torchdynamo", Refused(GeneratedKernels)),
-    // Real HF runs these here (or raises for them): not reproduced yet.
-    ("accelerator_config", NotYetImplemented),
+    // A dict or a JSON file's path (4.38+): its errors, what training_args.bin pickles,
+    // use_seedable_sampler=False's torch RandomSampler, gradient_accumulation_kwargs per release
+    // (hf::behaviors::GaKwargs); split_batches, dispatch_batches, even_batches and non_blocking
+    // change nothing in one process (in a launch: not modelled); use_configured_state=True is
+    // refused (hf::accelerator::USE_CONFIGURED_STATE_REFUSAL).
+    ("accelerator_config", Reproduced),
 ];
 
 /// The standing of a field (a name the table does not list is not yet implemented).

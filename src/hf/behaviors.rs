@@ -150,6 +150,42 @@ pub enum GaLoss {
     LogDivided,
 }
 
+/// Where `TrainingArguments.__post_init__` converts `accelerator_config` (a dict or a JSON file's
+/// path into an `AcceleratorConfig`; its errors: an unknown key's TypeError, a missing file's
+/// FileNotFoundError, a file's unknown keys' ValueError) among its own checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceleratorConfigAt {
+    /// After the tf32 and warmup checks, before the `debug` conversion and the prefetch check.
+    AfterWarmupChecks,
+    /// Right after the `optim` conversion (before the tf32 and warmup checks).
+    AfterOptim,
+    /// After `_validate_args` (its prefetch check included), before the tf32 check.
+    AfterValidation,
+}
+
+/// What `Trainer.create_accelerator_and_postprocess` does with `accelerator_config`'s
+/// `gradient_accumulation_kwargs` (a dict; `num_steps` with `gradient_accumulation_steps > 1` is
+/// a ValueError in every release that has the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GaKwargs {
+    /// accelerate's `GradientAccumulationPlugin(**kwargs)`, the dict itself completed with
+    /// `num_steps` (default `gradient_accumulation_steps`) and `sync_with_dataloader=False` (the
+    /// pickled arguments show both): a key the plugin lacks is its TypeError, and `num_steps`
+    /// is accelerate's: `backward` divides the loss by it and `accumulate` skips the optimizer
+    /// step at all but every `num_steps`-th batch (the scheduler still steps, the gradients are
+    /// still zeroed).
+    Plugin,
+    /// `num_steps` becomes `args.gradient_accumulation_steps`; no plugin is built (the other
+    /// keys are ignored, an unknown one too).
+    IntoArgs,
+    /// As `IntoArgs`, and the plugin is built again with the dict, `num_steps` (default
+    /// `gradient_accumulation_steps`) written into it.
+    IntoArgsAndPlugin,
+    /// As `IntoArgsAndPlugin` with `num_steps` set to 1 in the dict ("the Trainer handles GAS
+    /// itself").
+    IntoArgsAndPluginOfOne,
+}
+
 /// How `TrainingArguments` validates `warmup_steps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarmupCheck {
@@ -417,6 +453,38 @@ behaviors! {
     state_has_best_global_step: bool = ["4.31.0" => false, "4.50.0" => true];
     /// `lr_scheduler_kwargs` reach the schedulers.
     plateau_kwargs: bool = ["4.31.0" => false, "4.36.0" => true];
+    /// `AcceleratorConfig`'s fields (dataclass order; `accelerator_config` is 4.38+, before it
+    /// TrainingArguments' TypeError): 4.40 added gradient_accumulation_kwargs, 4.41 non_blocking,
+    /// 4.42 use_configured_state (a key a release lacks is AcceleratorConfig's TypeError).
+    accelerator_config_keys: &'static [&'static str] = [
+        "4.31.0" => &[],
+        "4.38.0" => &["split_batches", "dispatch_batches", "even_batches", "use_seedable_sampler"],
+        "4.40.0" => &["split_batches", "dispatch_batches", "even_batches", "use_seedable_sampler", "gradient_accumulation_kwargs"],
+        "4.41.0" => &["split_batches", "dispatch_batches", "even_batches", "use_seedable_sampler", "non_blocking", "gradient_accumulation_kwargs"],
+        "4.42.0" => &["split_batches", "dispatch_batches", "even_batches", "use_seedable_sampler", "non_blocking", "gradient_accumulation_kwargs", "use_configured_state"],
+    ];
+    /// A dict `accelerator_config` stays a dict in TrainingArguments (training_args.bin pickles it
+    /// as given) and becomes an `AcceleratorConfig` only in `Trainer.__init__`, where an unknown
+    /// key raises; 4.39 converts it in `__post_init__` (a JSON file's path is converted there in
+    /// every release).
+    accelerator_dict_kept: bool = ["4.31.0" => false, "4.38.0" => true, "4.39.0" => false];
+    /// Where `__post_init__` converts `accelerator_config`.
+    accelerator_config_at: AcceleratorConfigAt = [
+        "4.31.0" => AcceleratorConfigAt::AfterWarmupChecks,
+        "4.46.0" => AcceleratorConfigAt::AfterOptim,
+        "5.2.0" => AcceleratorConfigAt::AfterValidation,
+    ];
+    /// What `gradient_accumulation_kwargs` does (the key is 4.40+).
+    gradient_accumulation_kwargs: GaKwargs = [
+        "4.31.0" => GaKwargs::Plugin,
+        "4.46.0" => GaKwargs::IntoArgs,
+        "5.2.0" => GaKwargs::IntoArgsAndPlugin,
+        "5.5.0" => GaKwargs::IntoArgsAndPluginOfOne,
+    ];
+    /// `Trainer.__init__` builds its Accelerator (`create_accelerator_and_postprocess`, whose
+    /// errors are `accelerator_config`'s) before its argument checks (batch_eval_metrics, the
+    /// eval_dataset, the best metric: `_validate_args`); before, after them.
+    accelerator_before_init_checks: bool = ["4.31.0" => false, "5.2.0" => true];
     /// The Trainer checks at init that evaluation has an eval_dataset.
     init_checks_eval_dataset: bool = ["4.31.0" => false, "4.46.0" => true];
     /// The Trainer checks at init that "best" / load_best has a metric.

@@ -15,7 +15,10 @@
 //! * [`SamplerKind::GlobalDrawnSeed`] (transformers 4.31.0 + accelerate 0.21.0):
 //!   a plain `RandomSampler(train_dataset)` with no generator (`data_seed` is ignored);
 //!   each `__iter__` draws `seed = int(torch.empty((), dtype=torch.int64).random_())` from the
-//!   global generator, seeds a fresh generator with it and yields `randperm(n)`.
+//!   global generator, seeds a fresh generator with it and yields `randperm(n)`. Every release
+//!   from 4.38 trains this way too with `accelerator_config={"use_seedable_sampler": False}`
+//!   (accelerate then keeps the Trainer's sampler; the `args-accelerator-config-unseeded-*`
+//!   goldens).
 //!
 //! In both, every creation of a `DataLoader` iterator (each training epoch, each evaluation
 //! loop over one eval set) first draws `_base_seed` = one int64 `random_()` from the global

@@ -129,6 +129,13 @@ pub fn write_training_args_of(dir: &Path, profile: &Profile, args: &Args, place:
         launch_state(state, profile, pl)?;
     }
     for (name, v) in &args.all {
+        if name == "accelerator_config" {
+            // What `__post_init__` (and the Trainer's accelerator) made of it, not the value given.
+            if let Some(ac) = &args.accelerator_config {
+                accelerator_config_state(state, ac)?;
+            }
+            continue;
+        }
         if profile.default_of(name).map(PyJson::from).as_ref() == Some(v) {
             continue;
         }
@@ -169,6 +176,24 @@ pub fn write_training_args_of(dir: &Path, profile: &Profile, args: &Args, place:
         }
     }
     save_torch(&dir.join("training_args.bin"), &obj, profile)
+}
+
+/// `accelerator_config` as the arguments hold it: the template's `AcceleratorConfig` object with
+/// this run's fields as its `__dict__`, or (4.38) the dict as given.
+fn accelerator_config_state(state: &mut [(Value, Value)], ac: &crate::hf::accelerator::AcceleratorConfig) -> Result<()> {
+    let Some(slot) = state.iter_mut().find(|(k, _)| k.as_str() == Some("accelerator_config")) else {
+        return Err("TRAINING_ARGS.pkl: no accelerator_config".into());
+    };
+    let fields = Value::Dict(ac.fields.iter().map(|(k, v)| (Value::str(k.clone()), pyjson_to_value(v))).collect());
+    if !ac.object {
+        slot.1 = fields;
+        return Ok(());
+    }
+    match &mut slot.1 {
+        Value::Object(o) => o.state = Some(fields),
+        _ => return Err("TRAINING_ARGS.pkl: accelerator_config is not an AcceleratorConfig object".into()),
+    }
+    Ok(())
 }
 
 /// The arguments' `distributed_state` (and what hangs on it) as a process of a launch pickles

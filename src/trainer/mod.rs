@@ -36,7 +36,7 @@ pub use resume::ResumeFrom;
 
 use crate::formats::pyjson::{DumpOptions, PyJson};
 use crate::hf::args::{self, Args, Interval};
-use crate::hf::behaviors::CallbackRefresh;
+use crate::hf::behaviors::{CallbackRefresh, GaKwargs};
 use crate::hf::error::HfError;
 use crate::hf::profile::Profile;
 use crate::hf::state::{Best, Control, Intervals, TrainerState};
@@ -154,6 +154,12 @@ struct Trainer<'a> {
     /// The second process's generator tracker where a resume left it different from the main
     /// process's (one of their rng files missing); it follows the same draws from then on.
     other_rng: Option<TrainRngTracker>,
+    /// accelerate's own gradient accumulation where its `num_steps` is not the Trainer's
+    /// (`accelerator_config`'s gradient_accumulation_kwargs, 4.40-4.45: `GaKwargs::Plugin`):
+    /// `backward` divides the loss by it and the optimizer steps only at every `num_steps`-th
+    /// batch `accumulate` has counted (`accel_batches`).
+    accel_num_steps: Option<usize>,
+    accel_batches: u64,
 }
 
 /// How the executor puts a checkpoint folder on disk. The folder's files are the same in both.
@@ -415,7 +421,7 @@ fn run_inner(
     events: &mut Vec<DiskEvent>,
 ) -> Result<(), HfError> {
     let launch = if resume.is_some() { sc.second_launch() } else { sc.first_launch() };
-    let args = args::resolve(&sc.args, profile)?;
+    let args = args::resolve_in(&sc.args, profile, run_dir)?;
     if let Some((k, v)) = sc.args.iter().find(|(k, v)| !args::runs(k, v, profile)) {
         return Err(HfError::not_modelled(match crate::hf::arguments::status(k) {
             crate::hf::arguments::Status::Refused(r) => format!("argument {k}={v}: refused, it {}", r.text()),
@@ -431,6 +437,22 @@ fn run_inner(
             "a launch of {} processes without use_cpu=True (on a machine without a GPU, which world HF forms then depends on the release's accelerate: 4.31.0 forms a gloo process group, 5.24.0 trains every process alone); set \"use_cpu\": true",
             launch.world_size()
         )));
+    }
+    if let Some(ac) = args.accelerator_config.as_ref().filter(|_| launch.world_size() > 1) {
+        let set = ac.sharding_set();
+        if !set.is_empty() {
+            return Err(HfError::not_modelled(format!(
+                "argument accelerator_config with {} in a launch of {} processes (they change how accelerate shards and orders the batches of several processes; one process is modelled)",
+                set.join(", "),
+                launch.world_size()
+            )));
+        }
+        if profile.gradient_accumulation_kwargs == GaKwargs::Plugin && ac.gradient_accumulation_kwargs().is_some_and(|g| g.iter().any(|(k, _)| k == "num_steps")) {
+            return Err(HfError::not_modelled(format!(
+                "argument accelerator_config with gradient_accumulation_kwargs' num_steps in a launch of {} processes (accelerate's own accumulation decides where DDP reduces; one process is modelled)",
+                launch.world_size()
+            )));
+        }
     }
     let mut t = Trainer::new(sc, profile, args, run_dir, launch)?;
     t.mode = mode;
@@ -465,6 +487,74 @@ fn run_inner(
     res
 }
 
+/// `Trainer.create_accelerator_and_postprocess`'s part in `accelerator_config`: 4.38's kept dict
+/// becomes an `AcceleratorConfig` here (its TypeError), and `gradient_accumulation_kwargs` does
+/// what the release's `GaKwargs` says: the ValueError for `num_steps` beside
+/// `gradient_accumulation_steps > 1`, `num_steps` into the arguments, the dict completed as the
+/// release writes into it (training_args.bin pickles it), the plugin's TypeError for a key it
+/// lacks. Returns accelerate's own accumulation steps where they are not the Trainer's.
+fn create_accelerator(args: &mut Args, profile: &Profile) -> Result<Option<usize>, HfError> {
+    let Some(ac) = args.accelerator_config.as_ref() else { return Ok(None) };
+    if let Some(e) = &ac.trainer_error {
+        return Err(e.clone());
+    }
+    let Some(mut gak) = ac.gradient_accumulation_kwargs() else { return Ok(None) };
+    let ga = args.gradient_accumulation_steps;
+    let num_steps = gak.iter().find(|(k, _)| k == "num_steps").map(|(_, v)| match v {
+        PyJson::Int(n) => *n as usize,
+        _ => unreachable!("accelerator::resolve models an int num_steps only"),
+    });
+    if num_steps.is_some() && ga > 1 {
+        return Err(HfError::value(
+            "The `AcceleratorConfig`'s `num_steps` is set but `gradient_accumulation_steps` is greater than 1 in the passed `TrainingArguments`If using the passed `AcceleratorConfig` is desired, do not set the `TrainingArguments` `gradient_accumulation_steps`.",
+        ));
+    }
+    let set = |gak: &mut Vec<(String, PyJson)>, key: &str, v: PyJson| match gak.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = v,
+        None => gak.push((key.to_string(), v)),
+    };
+    let mode = profile.gradient_accumulation_kwargs;
+    if mode != GaKwargs::Plugin {
+        if let Some(n) = num_steps {
+            args.gradient_accumulation_steps = n;
+            args.set_field("gradient_accumulation_steps", PyJson::Int(n as i128));
+        }
+    }
+    let plugin = match mode {
+        GaKwargs::Plugin => {
+            if num_steps.is_none() {
+                set(&mut gak, "num_steps", PyJson::Int(ga as i128));
+            }
+            set(&mut gak, "sync_with_dataloader", PyJson::Bool(false));
+            true
+        }
+        GaKwargs::IntoArgs => false,
+        GaKwargs::IntoArgsAndPlugin => {
+            if num_steps.is_none() {
+                set(&mut gak, "num_steps", PyJson::Int(ga as i128));
+            }
+            true
+        }
+        GaKwargs::IntoArgsAndPluginOfOne => {
+            set(&mut gak, "num_steps", PyJson::Int(1));
+            true
+        }
+    };
+    let unknown = gak.iter().find(|(k, _)| !crate::hf::accelerator::PLUGIN_KEYS.contains(&k.as_str())).map(|(k, _)| k.clone());
+    if let Some(ac) = args.accelerator_config.as_mut() {
+        ac.set_gradient_accumulation_kwargs(gak);
+    }
+    if plugin {
+        if let Some(k) = unknown {
+            return Err(HfError::new("TypeError", format!("GradientAccumulationPlugin.__init__() got an unexpected keyword argument '{k}'")));
+        }
+    }
+    Ok(match (mode, num_steps) {
+        (GaKwargs::Plugin, Some(n)) if n != ga => Some(n),
+        _ => None,
+    })
+}
+
 fn io_err(path: &Path, e: impl fmt::Display) -> HfError {
     HfError::not_modelled(format!("I/O on {}: {e}", path.display()))
 }
@@ -480,6 +570,12 @@ impl<'a> Trainer<'a> {
         }
         let evals: Vec<DataSet> =
             sc.data.eval.sets().into_iter().map(|(name, n, off)| DataSet::new(name, n, off)).collect();
+        // `create_accelerator_and_postprocess`: before the argument checks from 5.2 (their
+        // `_validate_args`), after them before.
+        let mut accel_num_steps = None;
+        if profile.accelerator_before_init_checks {
+            accel_num_steps = create_accelerator(&mut args, profile)?;
+        }
         // batch_eval_metrics (4.41+, the first argument check of every release that has it):
         // compute_metrics must take `compute_result`, which the world's scripted one does not (a
         // user's ordinary compute_metrics neither). Without a compute_metrics it changes nothing
@@ -503,6 +599,9 @@ impl<'a> Trainer<'a> {
                 "`args.metric_for_best_model` must be provided when using 'best' save_strategy or if `args.load_best_model_at_end` is set to `True`.",
             ));
         }
+        if !profile.accelerator_before_init_checks {
+            accel_num_steps = create_accelerator(&mut args, profile)?;
+        }
         // `if self.args.should_save: os.makedirs(self.args.output_dir, exist_ok=True)` (every
         // release): an empty output_dir is not part of a run directory's structure, but a later
         // `resume_from_checkpoint=True` lists it.
@@ -518,6 +617,11 @@ impl<'a> Trainer<'a> {
         let data_seed = args.data_seed.filter(|_| profile.sampler_uses_data_seed).map(|s| s as u64);
         let mut rng = TrainRngTracker::new(profile.sampler, seed, data_seed);
         rng.sequential = args.train_sampling_strategy.as_deref() == Some("sequential");
+        // `use_seedable_sampler=False`: accelerate leaves the Trainer's torch `RandomSampler` in
+        // place, which draws each epoch's seed from the global generator (data_seed unused).
+        if args.accelerator_config.as_ref().is_some_and(|ac| !ac.use_seedable_sampler()) {
+            rng.kind = crate::hf::behaviors::SamplerKind::GlobalDrawnSeed;
+        }
         if launch.world_size() > 1 {
             use crate::hf::behaviors::{LaunchSampler, SamplerKind};
             match profile.launch_rules().sampler {
@@ -574,6 +678,8 @@ impl<'a> Trainer<'a> {
             ranks_diverged: false,
             writer: launch.ranks()[0],
             other_rng: None,
+            accel_num_steps,
+            accel_batches: 0,
             args,
         })
     }

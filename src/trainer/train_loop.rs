@@ -242,8 +242,11 @@ impl<'a> Trainer<'a> {
                 }
             };
             // How the loss of a micro-batch is scaled for backward and for the logged loss.
+            // (accelerate's `backward` divides by its plugin's num_steps: the Trainer's GA, or
+            // gradient_accumulation_kwargs' in 4.40-4.45.)
+            let accel_div = self.accel_num_steps.unwrap_or(ga) as f64;
             let (grad_scale, log_scale) = match p.ga_loss {
-                GaLoss::Divided => (1.0 / ga as f64, 1.0 / ga as f64),
+                GaLoss::Divided => (1.0 / accel_div, 1.0 / ga as f64),
                 GaLoss::Undivided => (1.0, 1.0),
                 GaLoss::GradsDivided => (1.0 / ga as f64, 1.0),
                 GaLoss::LogDivided => (1.0, 1.0 / ga as f64),
@@ -278,6 +281,7 @@ impl<'a> Trainer<'a> {
                         rng_to_sync = false;
                     }
                     self.micro_step(rows, grad_scale, log_scale)?;
+                    self.accel_batches += 1;
                     // HF's `step` in its own sync test (restarted at the skip point before 4.57).
                     let hf_step = step - step_offset;
                     let sync = if p.ga_sync_per_epoch {
@@ -296,7 +300,11 @@ impl<'a> Trainer<'a> {
                     }
                     self.reduced_at_last_micro = reduced;
                     if sync {
-                        (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch)?;
+                        // accelerate's `accumulate` syncs at every num_steps-th batch it counted;
+                        // the Trainer forces it only where an epoch is shorter than GA.
+                        let forced = steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64;
+                        let skip_update = self.accel_num_steps.is_some_and(|n| self.accel_batches % n as u64 != 0) && !forced;
+                        (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch, skip_update)?;
                     }
                     if self.control.should_epoch_stop || self.control.should_training_stop {
                         break 'outer;
@@ -434,7 +442,10 @@ impl<'a> Trainer<'a> {
     }
 
     /// Clip, optimizer step, scheduler step. Returns (grad_norm, lr used by the step).
-    pub(super) fn optimizer_step(&mut self) -> Result<(Option<f32>, Option<f64>), HfError> {
+    /// `skip_update`: accelerate's optimizer wrapper skips the update (`sync_gradients` is
+    /// False); the gradients are still clipped and measured, the scheduler still steps and the
+    /// gradients are still zeroed.
+    pub(super) fn optimizer_step(&mut self, skip_update: bool) -> Result<(Option<f32>, Option<f64>), HfError> {
         if self.numerics && self.launch.world_size() > 1 {
             self.reduce_grads();
         }
@@ -449,17 +460,19 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
-        // A resumed optimizer's moments of another shape fail the step, planned or trained.
-        if let Optim::AdamW(o) = &self.opt {
-            if let Some(m) = o.step_shape_error(&ps) {
-                return Err(HfError::new("RuntimeError", m));
+        if !skip_update {
+            // A resumed optimizer's moments of another shape fail the step, planned or trained.
+            if let Optim::AdamW(o) = &self.opt {
+                if let Some(m) = o.step_shape_error(&ps) {
+                    return Err(HfError::new("RuntimeError", m));
+                }
             }
-        }
-        if self.numerics {
-            self.opt.step(&mut ps);
-            self.model.write_back(&ps);
-        } else {
-            self.opt.count_step(&ps);
+            if self.numerics {
+                self.opt.step(&mut ps);
+                self.model.write_back(&ps);
+            } else {
+                self.opt.count_step(&ps);
+            }
         }
         let used_lr = self.current_lr;
         if let Scheduler::Lambda(s) = &self.sched {
@@ -474,8 +487,8 @@ impl<'a> Trainer<'a> {
     /// An optimizer step and what follows it: the step count, the epoch, the flow callback, and
     /// `_maybe_log_save_evaluate`. Returns the step's (grad_norm, learning rate) for the epoch-end
     /// call.
-    pub(super) fn sync_step(&mut self, epoch: usize, step: i64, steps_in_epoch: usize) -> Result<(Option<f32>, Option<f64>), HfError> {
-        let (grad_norm, learning_rate) = self.optimizer_step()?;
+    pub(super) fn sync_step(&mut self, epoch: usize, step: i64, steps_in_epoch: usize, skip_update: bool) -> Result<(Option<f32>, Option<f64>), HfError> {
+        let (grad_norm, learning_rate) = self.optimizer_step(skip_update)?;
         self.state.global_step += 1;
         self.state.epoch = Some(args::Num::Float(epoch as f64 + (step + 1) as f64 / steps_in_epoch as f64));
         schedule::on_step_end(&self.args, &self.iv, self.profile, self.state.global_step, self.state.max_steps, &mut self.control);
