@@ -14,6 +14,7 @@ This file is the HF adapter of that contract; src/ is the Rust one.
 import argparse
 import contextlib
 import dataclasses
+import gc
 import inspect
 import itertools
 import json
@@ -24,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import types
 import traceback
 import warnings
@@ -456,7 +458,6 @@ def SignalAtStep(step):
     of global step `step`, SIGTERM to this process, then SIGNAL_WAIT seconds, past
     enable_jit_checkpoint's grace period (its handler's timer then has requested the checkpoint)."""
     import signal
-    import time
     from transformers import TrainerCallback
 
     class _Signal(TrainerCallback):
@@ -764,6 +765,18 @@ def worker_main(task_file):
         del trainer
         if dist.is_initialized():
             dist.barrier()  # every rank is done with this run directory before the next task starts
+            # Then let gloo's worker thread drop its finished work before the group is destroyed.
+            # That work can hold the last reference to a tensor a Python object still owns (HF's
+            # gathered losses and metrics); freeing it takes the GIL. destroy_process_group joins
+            # that thread holding the GIL: with work still queued, both wait forever (torch
+            # 2.1.2, py-spy: the main thread in ~ProcessGroupGloo's thread join, gloo's runLoop
+            # in ~AsyncAllgatherWork waiting for the GIL). A second barrier makes the thread
+            # finish the first one's work while this thread waits without the GIL; the sleeps
+            # (which release the GIL) let it drop the last barrier's.
+            gc.collect()
+            time.sleep(0.05)
+            dist.barrier()
+            time.sleep(0.05)
             # Each task starts as a launch of its own would: no process group and no accelerate
             # state, so that its TrainingArguments set them up anew (4.31-era accelerate records
             # the backend only when it initialises the group itself: a second Trainer of the same
@@ -845,6 +858,12 @@ def descendants(roots):
     return found
 
 
+# Seconds a launch may go without a new outcome file before it counts as hung (its start, a
+# task, its exit): generous, since only a hang waits it out and a launch under a loaded machine
+# takes minutes where it takes 15-30 s on a quiet one.
+LAUNCH_IDLE_S = 300
+
+
 class LaunchError(Exception):
     """torchrun failed, or a rank wrote no outcome: a generator failure, never a golden."""
 
@@ -871,23 +890,36 @@ def torchrun(launch, tasks, scratch, label):
         # together (killing the launcher alone leaves its workers waiting in a collective).
         procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
                                       start_new_session=True))
-    timeout = 60 + 15 * len(tasks)
-    rcs = []
-    for p in procs:
-        try:
-            rcs.append(p.wait(timeout=timeout))
-        except subprocess.TimeoutExpired:
-            import signal
-            # torch.distributed.run starts each worker in a session of its own: kill the
-            # launchers' descendants by name first (killing a launcher orphans its workers, which
-            # then wait in a collective forever), then the launchers' own groups.
-            for pid in descendants([q.pid for q in procs]):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            for q in procs:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(q.pid, signal.SIGKILL)
-            rcs.append("timeout")
+    # A hang is no progress, not a slow launch: the launch is given up when no new outcome file
+    # appeared for LAUNCH_IDLE_S seconds (its start included; after the last outcome: its exit).
+    # A fixed limit per launch failed under load: with cargo test and another generator on two
+    # cores, a 22-task launch ran past 60 + 15 s per task while every rank still progressed.
+    outcome_files = [f"{task_file}.{k}.rank{r}.json" for k in range(len(tasks)) for r in range(nnodes * nproc)]
+    seen, last = 0, time.monotonic()
+    while any(p.poll() is None for p in procs):
+        now_seen = sum(os.path.exists(f) for f in outcome_files)
+        if now_seen > seen:
+            seen, last = now_seen, time.monotonic()
+        if time.monotonic() - last > LAUNCH_IDLE_S:
+            break
+        time.sleep(0.2)
+    if any(p.poll() is None for p in procs):
+        import signal
+        # torch.distributed.run starts each worker in a session of its own: kill the launchers'
+        # descendants by name first (killing a launcher orphans its workers, which then wait in a
+        # collective forever), then the launchers' own groups.
+        for pid in descendants([q.pid for q in procs]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for q in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(q.pid, signal.SIGKILL)
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+        rcs = ["timeout" if p.returncode is None or p.returncode < 0 else p.returncode for p in procs]
+    else:
+        rcs = [p.returncode for p in procs]
     outcomes = []
     for k, t in enumerate(tasks):
         ranks = []
