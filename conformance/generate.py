@@ -254,6 +254,27 @@ def find_scenarios(root):
 
 # ---------------------------------------------------------------- the HF side
 
+# The environment every scenario starts from: the generator's own, taken before any scenario ran.
+# HF and accelerate write into os.environ and read it back: 4.31-4.57's TrainingArguments sets
+# ACCELERATE_MIXED_PRECISION to "bf16" for `bf16=True` and keeps what it finds there otherwise,
+# and accelerate then trains every later Trainer of the process, and every launch that inherits
+# the variable, with bf16 autocast (seen: a random 2-process linear scenario of 4.31.0 whose
+# checkpoint-7 Adam moments moved by 7e-4 after an earlier scenario's bf16). Each scenario, and
+# each task of a launch, starts from this one as a process of its own would.
+BASE_ENV = None
+
+
+def reset_env(base):
+    """os.environ back to `base` (what a scenario's process would start with); None (hf_world
+    not called yet): nothing to restore."""
+    if base is None:
+        return
+    for k in [k for k in os.environ if k not in base]:
+        del os.environ[k]
+    for k, v in base.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
+
 def hf_world():
     """Imports torch/transformers and defines the model, data and metrics of the contract."""
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -261,6 +282,8 @@ def hf_world():
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    global BASE_ENV
+    BASE_ENV = dict(os.environ)
     import numpy as np
     import torch
     from torch import nn
@@ -672,6 +695,7 @@ def run_scenario(sc, world, hf_version, run_dir, resume=None, phase="all"):
     `train(resume_from_checkpoint=...)` with the scenario's own arguments in a run directory a
     first run left."""
     os.makedirs(run_dir, exist_ok=True)
+    reset_env(BASE_ENV)
     cwd = os.getcwd()
     os.chdir(run_dir)
     try:
@@ -750,7 +774,15 @@ def worker_main(task_file):
     import torch.distributed as dist
     rank, node = int(os.environ["RANK"]), int(os.environ.get("GROUP_RANK", "0"))
     launch = tuple(job["launch"])
+    launched_env = dict(os.environ)  # the generator's BASE_ENV and what torchrun set for this rank
     for k, t in enumerate(job["tasks"]):
+        reset_env(launched_env)
+        if k > 0:
+            # Every task after the first rendezvouses on a store of its own (rank 0 serves it on a
+            # port the launcher chose): re-initialising on the launch's agent store reuses its
+            # keys, and gloo's connectFullMesh then fails now and then (seen with torch 2.1.2).
+            os.environ["MASTER_PORT"] = str(job["ports"][k])
+            os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
         sc = t["scenario"]
         cwd = phase_cwd(t["run_dir"], launch, node)
         os.makedirs(cwd, exist_ok=True)
@@ -784,12 +816,6 @@ def worker_main(task_file):
             dist.destroy_process_group()
             from accelerate.state import AcceleratorState
             AcceleratorState._reset_state(reset_partial_state=True)
-            if k + 1 < len(job["tasks"]):
-                # The next group rendezvouses on a store of its own (rank 0 serves it on a port the
-                # launcher chose): re-initialising on the launch's agent store reuses its keys, and
-                # gloo's connectFullMesh then fails now and then (seen with torch 2.1.2).
-                os.environ["MASTER_PORT"] = str(job["ports"][k + 1])
-                os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
     # A gloo thread can abort a rank at interpreter exit after everything is written ("terminate
     # called without an active exception"): the group was left after the last task; exit without
     # the teardown.
@@ -888,7 +914,7 @@ def torchrun(launch, tasks, scratch, label):
                os.path.abspath(__file__), "--worker", task_file]
         # Its own session: on a timeout the launcher and every worker it started are killed
         # together (killing the launcher alone leaves its workers waiting in a collective).
-        procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT,
+        procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT, env=BASE_ENV,
                                       start_new_session=True))
     # A hang is no progress, not a slow launch: the launch is given up when no new outcome file
     # appeared for LAUNCH_IDLE_S seconds (its start included; after the last outcome: its exit).
@@ -980,6 +1006,7 @@ def run_phase_in_process(sc, phase, world, run_dir):
     launch = phase_launch(sc, phase)
     cwd = phase_cwd(run_dir, launch, 0)
     os.makedirs(cwd, exist_ok=True)
+    reset_env(BASE_ENV)
     here = os.getcwd()
     os.chdir(cwd)
     try:
@@ -1374,7 +1401,9 @@ def main(argv=None):
     # train with bf16 on CPU): every later scenario of the same process computed the linear and
     # lora kinds' numbers differently (a full check found 33 linear/lora scenarios of 4.31.0
     # differing after args-bf16). Those scenarios run last, so no other one runs after them; a
-    # process of their own would give the same files (their goldens were generated so).
+    # process of their own would give the same files (their goldens were generated so). The
+    # environment variable such a scenario sets (ACCELERATE_MIXED_PRECISION, BASE_ENV) is reset
+    # before every scenario and never reaches a launch.
     scs = sorted(scs, key=sets_mixed_precision)
     for sc in scs:
         if sc in dist_scs:
