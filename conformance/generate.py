@@ -885,9 +885,10 @@ def descendants(roots):
 
 
 # Seconds a launch may go without a new outcome file before it counts as hung (its start, a
-# task, its exit): generous, since only a hang waits it out and a launch under a loaded machine
-# takes minutes where it takes 15-30 s on a quiet one.
-LAUNCH_IDLE_S = 300
+# task, its exit). A start takes 15-30 s on a quiet machine and a task seconds; 150 s leaves room
+# for a loaded one, and a real hang (see "Races in real HF" in conformance/README.md) costs no
+# more than that before its tasks run again one by one.
+LAUNCH_IDLE_S = 150
 
 
 class LaunchError(Exception):
