@@ -759,8 +759,8 @@ behaviors! {
     /// saving ones (the folder stays), 4.38 has the others delete it. On a disk that nodes share,
     /// 4.38's delete races the main process's rename of the same folder (between the same two
     /// barriers): the golden of dist-nodes-shared-disk, and the Rust trainer, have the rename
-    /// first, as an idle machine runs it; under load real 4.38.2 once lost checkpoint-4 to the
-    /// other node's `rmtree` (conformance/README.md, "Races in real HF").
+    /// first; under load real 4.38.2 lost checkpoint-4 to the other node's `rmtree`
+    /// (conformance/README.md, "Races in real HF").
     staging_elsewhere: StagingElsewhere = [
         "4.31.0" => StagingElsewhere::Renamed,
         "4.37.0" => StagingElsewhere::Left,
