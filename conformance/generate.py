@@ -13,6 +13,7 @@ This file is the HF adapter of that contract; src/ is the Rust one.
 """
 import argparse
 import contextlib
+import copy
 import dataclasses
 import gc
 import inspect
@@ -523,10 +524,17 @@ def resolve_args(args):
 def one_run(sc, args, world, resume_from, model_spec=None):
     """Builds a Trainer from the scenario (model, data, callbacks, a fresh scripted
     compute_metrics) with `args`, trains (`resume_from` None, True or a path), then the `finally`
-    calls. Returns (trainer or None, error or None). Runs in the run directory."""
+    calls. Returns (trainer or None, error or None). Runs in the run directory.
+
+    Every Trainer gets its own copy of the arguments as the scenario writes them, as a process of
+    its own would: HF writes into the dicts it is given (5.5+'s create_accelerator_and_postprocess
+    sets accelerator_config's gradient_accumulation_kwargs["num_steps"] = 1 in the caller's dict),
+    and a resume's Trainer built from the same dict then trained with gradient_accumulation_steps 1
+    (args-accelerator-config-grad-acc-num-steps-resume)."""
     import transformers
     from transformers import Trainer, TrainingArguments
     trainer = None
+    args = copy.deepcopy(args)
     try:
         targs = TrainingArguments(**resolve_args(args))
         model = make_model(model_spec if model_spec is not None else sc.get("model", {}), world)
@@ -763,6 +771,35 @@ def is_distributed(sc):
     return any(world_size(phase_launch(sc, ph)) > 1 for ph in (("first", "second") if "resume" in sc else ("all",)))
 
 
+RACES = os.path.join(ROOT, "conformance", "races.json")
+
+
+def _release(v):
+    return tuple(int(x) for x in v.split("."))
+
+
+def races_of(sc, hf_version):
+    """The races of real HF (conformance/races.json) that apply to a scenario in this release: to
+    one of its phases, by that phase's launch and arguments. Such a scenario's files differ from
+    run to run in real HF; --check runs it again until it gives the golden (main)."""
+    with open(RACES) as f:
+        races = json.load(f)["races"]
+    found = []
+    for race in races:
+        if not _release(race["from"]) <= _release(hf_version) < _release(race["until"]):
+            continue
+        when = race["when"]
+        for ph in (("first", "second") if "resume" in sc else ("all",)):
+            nnodes, nproc, disks = phase_launch(sc, ph)
+            args = phase_args(sc, ph)[0]
+            if (nnodes >= when.get("nnodes_at_least", 1) and nnodes * nproc >= when.get("processes_at_least", 1)
+                    and disks == when.get("disks", disks)
+                    and all(bool(args.get(k, False)) == v for k, v in when.get("args", {}).items())):
+                found.append(race)
+                break
+    return found
+
+
 def worker_main(task_file):
     """One process of a torchrun launch: runs the launch's tasks one after another (each in its own
     run directory; one launch per profile and launch shape amortises the 15-30 s a launch costs)
@@ -792,7 +829,7 @@ def worker_main(task_file):
         out = {"rank": rank, "node": node, "local_rank": int(os.environ.get("LOCAL_RANK", "0")), "error": error,
                "final_state": state_json(trainer) if rank == 0 else None}
         os.chdir(ROOT)
-        with open(f"{task_file}.{k}.rank{rank}.json", "w") as f:
+        with open(outcome_file(task_file, k, rank), "w") as f:
             json.dump(out, f)
         del trainer
         if dist.is_initialized():
@@ -889,13 +926,16 @@ def descendants(roots):
 # for a loaded one, and a real hang (see "Races in real HF" in conformance/README.md) costs no
 # more than that before its tasks run again one by one.
 LAUNCH_IDLE_S = 150
+# The same for a launch of scenarios a race of real HF applies to, in --check (races.json): one of
+# the race's outcomes is a hang, and such a launch is run again anyway.
+RACE_IDLE_S = 45
 
 
 class LaunchError(Exception):
     """torchrun failed, or a rank wrote no outcome: a generator failure, never a golden."""
 
 
-def torchrun(launch, tasks, scratch, label):
+def torchrun(launch, tasks, scratch, label, idle_s=LAUNCH_IDLE_S):
     """Runs `tasks` (dicts: scenario, run_dir, phase) in one launch of `launch` (nnodes,
     nproc_per_node, disks): `torch.distributed.run`, gloo on CPU, the rendezvous on 127.0.0.1 with a
     free port, one launcher per node. Returns, per task, the ranks' outcomes (global rank order)."""
@@ -918,16 +958,16 @@ def torchrun(launch, tasks, scratch, label):
         procs.append(subprocess.Popen(cmd, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, cwd=ROOT, env=BASE_ENV,
                                       start_new_session=True))
     # A hang is no progress, not a slow launch: the launch is given up when no new outcome file
-    # appeared for LAUNCH_IDLE_S seconds (its start included; after the last outcome: its exit).
+    # appeared for idle_s seconds (its start included; after the last outcome: its exit).
     # A fixed limit per launch failed under load: with cargo test and another generator on two
     # cores, a 22-task launch ran past 60 + 15 s per task while every rank still progressed.
-    outcome_files = [f"{task_file}.{k}.rank{r}.json" for k in range(len(tasks)) for r in range(nnodes * nproc)]
+    outcome_files = [outcome_file(task_file, k, r) for k in range(len(tasks)) for r in range(nnodes * nproc)]
     seen, last = 0, time.monotonic()
     while any(p.poll() is None for p in procs):
         now_seen = sum(os.path.exists(f) for f in outcome_files)
         if now_seen > seen:
             seen, last = now_seen, time.monotonic()
-        if time.monotonic() - last > LAUNCH_IDLE_S:
+        if time.monotonic() - last > idle_s:
             break
         time.sleep(0.2)
     if any(p.poll() is None for p in procs):
@@ -951,7 +991,7 @@ def torchrun(launch, tasks, scratch, label):
     for k, t in enumerate(tasks):
         ranks = []
         for r in range(nnodes * nproc):
-            path = f"{task_file}.{k}.rank{r}.json"
+            path = outcome_file(task_file, k, r)
             if not os.path.exists(path):
                 tails = "".join(f"--- {log}\n" + "".join(open(log).readlines()[-15:]) for log in logs)
                 raise LaunchError(f"{t['scenario']['name']} ({t['phase']}): rank {r} wrote no outcome "
@@ -964,38 +1004,56 @@ def torchrun(launch, tasks, scratch, label):
     return outcomes
 
 
-def torchrun_retrying(launch, tasks, scratch, label):
+def torchrun_retrying(launch, tasks, scratch, label, racy=False):
     """torchrun, and when a launch fails (now and then a rendezvous or a gloo teardown hangs; the
     real HF's own errors are outcomes, never failures), every task of it again in a launch of its
     own, each from a copy of its run directory as it was before the failed launch (a resume's run
     directory holds the first phase's folders and the damage). Only complete launches, whose every
-    rank wrote its outcome and exited 0, reach a golden folder."""
+    rank wrote its outcome and exited 0, reach a golden folder.
+
+    `racy` (--check only): the tasks are scenarios a race of real HF applies to (races.json), one
+    of whose outcomes is a hang. Such a launch is given up sooner (RACE_IDLE_S), a task is tried
+    once on its own, and a hung one's outcome is None: the check runs the scenario again."""
     backup = os.path.join(scratch, f"{label}.before")
     for k, t in enumerate(tasks):
         shutil.copytree(t["run_dir"], os.path.join(backup, str(k)), symlinks=True)
+    idle_s = RACE_IDLE_S if racy else LAUNCH_IDLE_S
     try:
-        return torchrun(launch, tasks, scratch, label)
+        return torchrun(launch, tasks, scratch, label, idle_s)
     except LaunchError as e:
         first_error = e
+        if racy and len(tasks) == 1:
+            return [None]  # the task already had its launch of its own
     outcomes = []
     for k, t in enumerate(tasks):
-        for attempt in (1, 2):
+        for attempt in ((1,) if racy else (1, 2)):
             shutil.rmtree(t["run_dir"])
             shutil.copytree(os.path.join(backup, str(k)), t["run_dir"], symlinks=True)
             try:
-                outcomes.append(torchrun(launch, [t], scratch, f"{label}-task{k}-try{attempt}")[0])
+                outcomes.append(torchrun(launch, [t], scratch, f"{label}-task{k}-try{attempt}", idle_s)[0])
                 break
             except LaunchError as e:
-                if attempt == 2:
+                if racy:
+                    outcomes.append(None)
+                elif attempt == 2:
                     raise LaunchError(f"{e}\n(the launch of all {len(tasks)} task(s) had failed first: {first_error})")
         print(f"note: {t['scenario']['name']} ({t['phase']}) ran again in a launch of its own after a failed launch",
               file=sys.stderr)
     return outcomes
 
 
+def outcome_file(task_file, k, rank):
+    """Where a worker writes rank `rank`'s outcome of task `k` (worker_main), and torchrun reads it."""
+    return f"{task_file}.{k}.rank{rank}.json"
+
+
 def phase_result(ranks):
     """A phase's part of result.json: global rank 0's error and final state (what the user's main
-    process sees), and every rank's outcome."""
+    process sees), and every rank's outcome. None: the launch of a racy scenario hung (--check;
+    torchrun_retrying), which no golden holds."""
+    if ranks is None:
+        return {"error": {"type": "hung", "message": "the launch made no progress (a race of real HF, races.json)"},
+                "final_state": None, "ranks": []}
     return {"error": ranks[0]["error"], "final_state": ranks[0]["final_state"],
             "ranks": [{"rank": o["rank"], "node": o["node"], "local_rank": o["local_rank"], "error": o["error"]}
                       for o in ranks]}
@@ -1018,7 +1076,7 @@ def run_phase_in_process(sc, phase, world, run_dir):
         os.chdir(here)
 
 
-def run_distributed(scs, world, hf_version, target, report, phase="all"):
+def run_distributed(scs, world, hf_version, target, report, phase="all", racy=frozenset()):
     """Every scenario with a launch of several processes: the first phases grouped by launch shape
     (one torchrun each), the damage, then the resumes grouped by theirs. Each scenario's
     result.json is written at its run directory's root (`target/<name>`).
@@ -1026,7 +1084,11 @@ def run_distributed(scs, world, hf_version, target, report, phase="all"):
     `phase` splits this for cross-resume tests as run_scenario's does: "first" runs the first
     phases and the damage (result.json is then the first phase's, its `ranks` included);
     "second" runs the resumes in run directories such a first phase left (by either
-    implementation) and carries that result.json's error, final_state and ranks into `first`."""
+    implementation) and carries that result.json's error, final_state and ranks into `first`.
+
+    `racy` (--check): names of scenarios a race of real HF applies to in this release. They run in
+    launches of their own (a hang there costs no other scenario a rerun), and a hung one's
+    result.json says "hung" (torchrun_retrying)."""
     if phase not in ("all", "first", "second"):
         raise ValueError(f"phase {phase!r}")
     scratch = tempfile.mkdtemp(prefix="ckptspec-launch-")
@@ -1038,15 +1100,15 @@ def run_distributed(scs, world, hf_version, target, report, phase="all"):
             for sc in scs:
                 ph = phase_of(sc)
                 if ph is not None:
-                    groups.setdefault(phase_launch(sc, ph), []).append((sc, ph))
-            for n, (launch, items) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+                    groups.setdefault((phase_launch(sc, ph), sc["name"] in racy), []).append((sc, ph))
+            for n, ((launch, is_racy), items) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
                 if world_size(launch) == 1:
                     for sc, ph in items:
                         results.setdefault(sc["name"], {})[ph] = run_phase_in_process(sc, ph, world, os.path.join(target, sc["name"]))
                     continue
                 tasks = [{"scenario": sc, "run_dir": os.path.join(target, sc["name"]), "phase": ph} for sc, ph in items]
                 label = f"{phase_of.__name__}-{n}"
-                for (sc, ph), ranks in zip(items, torchrun_retrying(launch, tasks, scratch, label)):
+                for (sc, ph), ranks in zip(items, torchrun_retrying(launch, tasks, scratch, label, is_racy)):
                     results.setdefault(sc["name"], {})[ph] = phase_result(ranks)
 
         def first(sc):
@@ -1358,6 +1420,37 @@ def _tensor_file_difference(pa, pb):
 
 # ---------------------------------------------------------------- main
 
+def rerun_racy(sc, races, world, hf_version, golden, diffs, loss_best):
+    """--check of a scenario a race of real HF applies to (races.json), whose first run differed
+    from the golden (or hung): run it again, alone, until real HF gives the golden or the races'
+    check_tries runs are spent. Only the golden is accepted, never another outcome of the race.
+    Returns the last run's differences (none: equal), and prints every run's outcome, so that the
+    log shows how often each outcome came."""
+    tries = max(r["check_tries"] for r in races)
+    names = ", ".join(r["name"] for r in races)
+
+    def outcome(ds):
+        # result.json's error is {"type": "hung", ...} (phase_result); the diff shows its repr.
+        return "hung" if any("'type': 'hung'" in d for d in ds) else f"{len(ds)} difference(s): {ds[0]}"
+
+    seen = [outcome(diffs)]
+    for k in range(2, tries + 1):
+        target = tempfile.mkdtemp(prefix=f"ckptspec-race-{hf_version}-")
+        try:
+            run_distributed([sc], world, hf_version, target, lambda s, e: None, racy=frozenset([sc["name"]]))
+            diffs = diff_run_dirs(golden, os.path.join(target, sc["name"]), loss_best=loss_best)
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+        if not diffs:
+            print(f"{sc['name']}: equal to the golden on run {k} of {tries} (race in real HF {hf_version}: {names}, "
+                  f"conformance/races.json); the runs before: " + "; ".join(seen), flush=True)
+            return []
+        seen.append(outcome(diffs))
+    print(f"{sc['name']}: no run of {tries} gave the golden (race in real HF {hf_version}: {names}); "
+          "the runs: " + "; ".join(seen), flush=True)
+    return diffs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hf", required=True, help="profile version; must equal the installed transformers")
@@ -1413,9 +1506,17 @@ def main(argv=None):
         if os.path.exists(run_dir):
             shutil.rmtree(run_dir)
         report(sc, run_scenario(sc, world, a.hf, run_dir))
+    racy = {sc["name"]: races_of(sc, a.hf) for sc in dist_scs}
+    racy = {name: races for name, races in racy.items() if races}
+    for name, races in sorted(racy.items()):
+        # Generating, the race's outcome is whatever comes: the Rust trainer's conformance test
+        # then tells a golden without the declared one (every other release's) at once.
+        if not a.check:
+            print(f"note: {name}: real HF {a.hf} races here ({', '.join(r['name'] for r in races)}, "
+                  f"conformance/races.json); the golden must hold the first outcome listed there", file=sys.stderr)
     if dist_scs:
         try:
-            run_distributed(dist_scs, world, a.hf, target, report)
+            run_distributed(dist_scs, world, a.hf, target, report, racy=frozenset(racy) if a.check else frozenset())
         except LaunchError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
@@ -1474,6 +1575,8 @@ def main(argv=None):
             continue
         metric = sc.get("args", {}).get("metric_for_best_model") or "loss"
         diffs = diff_run_dirs(g, os.path.join(target, sc["name"]), loss_best=str(metric).endswith("loss"))
+        if diffs and sc["name"] in racy:
+            diffs = rerun_racy(sc, racy[sc["name"]], world, a.hf, g, diffs, loss_best=str(metric).endswith("loss"))
         if diffs:
             bad += 1
             print(f"{sc['name']}: {len(diffs)} difference(s)")

@@ -197,8 +197,8 @@ fn random_scenario(rng: &mut Rng, voc: &Vocabulary, profile: &Profile, name: &st
     // A launch of several processes (contract v3 part 2), as the catalogue has them: each costs
     // the generator a torchrun of 15-30 s per launch shape and phase, hence the modest chance.
     // The catalogue's launches are of at most 2 processes (the Rust trainer refuses more) and
-    // set use_cpu, without which 5.x trains each process alone on a machine without a GPU; a
-    // few draws leave it out all the same.
+    // set use_cpu; a few draws leave it out (from 5.4 every process then trains alone on a
+    // machine without a GPU: `LaunchBehaviors::without_use_cpu`).
     let launch = (rng.chance(LAUNCH_CHANCE) && !voc.launches.is_empty()).then(|| rng.pick(&voc.launches).clone());
     if let Some(l) = &launch {
         sc["launch"] = l.clone();

@@ -652,3 +652,34 @@ fn nnodes_plans_what_each_nodes_disk_holds_as_the_goldens_show() {
     let e = Request::new(&cfg_l, &Options { nnodes: Some(3), ..opts(&cfg) }).unwrap_err();
     assert_eq!(e, "--nnodes must be 1 or 2, not 3");
 }
+
+#[test]
+fn a_config_that_meets_a_race_of_real_hf_is_told_so_in_the_releases_that_have_it() {
+    // conformance/races.json: where real HF's own processes race, the plan answers the golden's
+    // outcome and lists the others. Driven by every distributed scenario and every profile: the
+    // plan names a race exactly where the table's conditions hold.
+    let dir = root().join("conformance/scenarios/distributed");
+    let mut met = BTreeSet::new();
+    for v in ["4.37.2", "4.38.2", "4.39.3", "4.49.0", "4.50.3", "4.56.2", "4.57.6"] {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let sc = Scenario::load(&e.path()).unwrap();
+            let vp = plan_one(&e.path(), &opts(&e.path()), v);
+            let names: Vec<&str> = vp.races.iter().map(|r| r.name.as_str()).collect();
+            let text = plan::render::section(&vp, None);
+            for r in &vp.races {
+                met.insert((r.name.clone(), v));
+                assert!(text.contains(&format!("RACE in real HF {v} ({}", r.name)) && text.contains(&r.outcomes[1]), "{}\n{text}", sc.name);
+            }
+            let l = sc.first_launch();
+            let shared_nodes = l.nnodes == 2 && l.disks == ckptspec::world::launch::Disks::Shared;
+            let each = sc.args.get("save_on_each_node").and_then(|x| x.as_bool()).unwrap_or(false);
+            let staging = v == "4.38.2" && shared_nodes && !each;
+            assert_eq!(names.contains(&"staging-rename-vs-rmtree"), staging, "{} @ {v}", sc.name);
+            if !(v.starts_with("4.50") || v.starts_with("4.56")) {
+                assert!(!names.contains(&"best-checkpoint-exists"), "{} @ {v}", sc.name);
+            }
+        }
+    }
+    assert!(met.contains(&("staging-rename-vs-rmtree".to_string(), "4.38.2")), "{met:?}");
+    assert!(met.contains(&("best-checkpoint-exists".to_string(), "4.50.3")) && met.contains(&("best-checkpoint-exists".to_string(), "4.56.2")), "{met:?}");
+}

@@ -4,7 +4,7 @@
 
 use crate::formats::pyjson::{float_repr, PyJson};
 use crate::hf::accelerator::{self, AcceleratorConfig};
-use crate::hf::behaviors::{AcceleratorConfigAt, GreaterDefault, WarmupCheck};
+use crate::hf::behaviors::{GreaterDefault, PostInitOrder, WarmupCheck};
 use crate::hf::error::HfError;
 use crate::hf::profile::Profile;
 use serde_json::{Map, Value};
@@ -346,7 +346,9 @@ pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) ->
     if !profile.scheduler_types.contains(&lr_scheduler_type) {
         return Err(enum_error(&py_str(raw.get("lr_scheduler_type")), "SchedulerType", &profile.scheduler_types));
     }
-    if profile.optim_checked_early {
+    // One layout of __post_init__ per release (`post_init_order`): every placement below reads it.
+    let order = profile.post_init_order;
+    if order.optim_early() {
         optim_and_device_checks(&mut raw, profile)?;
         convert_debug(&mut raw)?;
     }
@@ -476,10 +478,9 @@ pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) ->
         return Err(HfError::value("lr_scheduler_type greedy requires an eval strategy"));
     }
     let mut accelerator_config = None;
-    let at = profile.accelerator_config_at;
-    if !profile.optim_checked_early {
+    if !order.optim_early() {
         optim_and_device_checks(&mut raw, profile)?;
-        if at == AcceleratorConfigAt::AfterOptim {
+        if order == PostInitOrder::AcceleratorAfterOptim {
             accelerator_config = convert_accelerator_config(&raw, profile, base)?;
         }
         tf32_check(&raw)?;
@@ -515,18 +516,16 @@ pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) ->
     if let Some(msg) = bad {
         return Err(HfError::value(msg));
     }
-    match at {
-        AcceleratorConfigAt::AfterWarmupChecks => accelerator_config = convert_accelerator_config(&raw, profile, base)?,
-        AcceleratorConfigAt::AfterValidation => {
-            // `_validate_args` ends with the prefetch check (5.2+); then accelerator_config and
-            // the tf32 check of `__post_init__`.
+    match order {
+        PostInitOrder::AcceleratorAfterWarmupChecks => accelerator_config = convert_accelerator_config(&raw, profile, base)?,
+        PostInitOrder::ValidateArgs => {
+            // `_validate_args` ends with the prefetch check; then accelerator_config and the
+            // tf32 check of `__post_init__`.
             prefetch_check(&raw, profile)?;
             accelerator_config = convert_accelerator_config(&raw, profile, base)?;
+            tf32_check(&raw)?;
         }
-        AcceleratorConfigAt::AfterOptim => {}
-    }
-    if profile.optim_checked_early {
-        tf32_check(&raw)?;
+        PostInitOrder::AcceleratorAfterOptim => {}
     }
 
     let lr_scheduler_kwargs = match raw.get("lr_scheduler_kwargs") {
@@ -544,11 +543,9 @@ pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) ->
         raw.set("dataloader_pin_memory", PyJson::Bool(false));
     }
     let optim = raw.string("optim").unwrap_or_default();
-    if !profile.optim_checked_early {
+    if !order.optim_early() {
         convert_debug(&mut raw)?;
-    }
-    // The prefetch check, among the last checks (5.2+: in `_validate_args`, above).
-    if !profile.optim_checked_early {
+        // The prefetch check, among the last checks (5.2+: in `_validate_args`, above).
         prefetch_check(&raw, profile)?;
     }
     // The `train_batch_size` / `eval_batch_size` properties: `per_gpu_*_batch_size or
@@ -642,7 +639,7 @@ pub fn resolve_in(given: &Map<String, Value>, profile: &Profile, base: &Path) ->
 
 /// `self.optim = OptimizerNames(self.optim)` (5.0 dropped adamw_hf), then the fp16 device check
 /// of the releases that have it. Where they stand in `__post_init__` is the release's
-/// (`optim_checked_early`); tf32's check follows them until 5.1 ([`tf32_check`]).
+/// (`post_init_order`); tf32's check follows them until 5.1 ([`tf32_check`]).
 fn optim_and_device_checks(raw: &mut Raw, profile: &Profile) -> Result<(), HfError> {
     let optim = raw.string("optim").unwrap_or_default();
     if !profile.optimizer_names.contains(&optim) {
@@ -678,7 +675,7 @@ fn prefetch_check(raw: &Raw, profile: &Profile) -> Result<(), HfError> {
     Ok(())
 }
 
-/// `accelerator_config` converted where the release does it (`accelerator_config_at`): a release
+/// `accelerator_config` converted where the release does it (`post_init_order`): a release
 /// without the field has nothing to convert.
 fn convert_accelerator_config(raw: &Raw, profile: &Profile, base: &Path) -> Result<Option<AcceleratorConfig>, HfError> {
     if !profile.has_field("accelerator_config") {
@@ -689,7 +686,7 @@ fn convert_accelerator_config(raw: &Raw, profile: &Profile, base: &Path) -> Resu
 
 /// `tf32=True` needs a CUDA device of the Ampere generation, which this machine lacks (False
 /// only turns TF32 off where CUDA exists: nothing here). Until 5.1 right after the optim
-/// conversion; from 5.2 (`optim_checked_early`: the restructured `__post_init__`) after
+/// conversion; from 5.2 (`PostInitOrder::ValidateArgs`: the restructured `__post_init__`) after
 /// `_validate_args` (the interval, scheduler and warmup checks), in its "TF32" section. Found by
 /// the differential test: `eval_steps=2.5` with `tf32=True` raises the eval_steps error in 5.24.0.
 fn tf32_check(raw: &Raw) -> Result<(), HfError> {

@@ -19,6 +19,18 @@ pub enum StagingElsewhere {
     Removed,
 }
 
+/// The world a launch forms without `use_cpu=True` on a machine without a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithoutUseCpu {
+    /// accelerate's `PartialState` sees `WORLD_SIZE > 1` and forms the gloo world (`MULTI_CPU`)
+    /// whatever `cpu` says: the run is the use_cpu=True run; only training_args.bin tells them apart.
+    Gloo,
+    /// accelerate 1.13's `_prepare_backend` asks for `cpu` before `MULTI_CPU`: without it the
+    /// backend is None, and every process trains alone as process 0 of a world of 1 (torch's
+    /// group of all of them is formed and left unused), writing one process's files.
+    EveryProcessAlone,
+}
+
 /// Where a launch of several processes takes its training order from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaunchSampler {
@@ -150,17 +162,32 @@ pub enum GaLoss {
     LogDivided,
 }
 
-/// Where `TrainingArguments.__post_init__` converts `accelerator_config` (a dict or a JSON file's
-/// path into an `AcceleratorConfig`; its errors: an unknown key's TypeError, a missing file's
-/// FileNotFoundError, a file's unknown keys' ValueError) among its own checks.
+/// The order of `TrainingArguments.__post_init__`'s checks where it changed: where `optim` is
+/// converted (with the fp16 device check and, until 5.1, the tf32 check right after it), where
+/// `accelerator_config` is converted (a dict or a JSON file's path into an `AcceleratorConfig`;
+/// its errors: an unknown key's TypeError, a missing file's FileNotFoundError, a file's unknown
+/// keys' ValueError) and where the prefetch check stands. One value per layout, so that the
+/// restructured `__post_init__` of 5.2 is one change, not one per check it moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AcceleratorConfigAt {
-    /// After the tf32 and warmup checks, before the `debug` conversion and the prefetch check.
-    AfterWarmupChecks,
-    /// Right after the `optim` conversion (before the tf32 and warmup checks).
-    AfterOptim,
-    /// After `_validate_args` (its prefetch check included), before the tf32 check.
-    AfterValidation,
+pub enum PostInitOrder {
+    /// `optim` late (after the load_best_model_at_end checks, just before warmup_ratio);
+    /// `accelerator_config` after the tf32 and warmup checks, before the `debug` conversion; the
+    /// prefetch check among the last.
+    AcceleratorAfterWarmupChecks,
+    /// As before, but `accelerator_config` right after the `optim` conversion (before the tf32
+    /// and warmup checks).
+    AcceleratorAfterOptim,
+    /// 5.2's restructured `__post_init__`: `optim` right after `lr_scheduler_type`, before the
+    /// load_best_model_at_end checks; then `_validate_args` (the interval, scheduler and warmup
+    /// checks, the prefetch check last), then `accelerator_config`, then the tf32 check.
+    ValidateArgs,
+}
+
+impl PostInitOrder {
+    /// `optim` (and the checks right after it) before the load_best_model_at_end checks.
+    pub fn optim_early(self) -> bool {
+        self == PostInitOrder::ValidateArgs
+    }
 }
 
 /// What `Trainer.create_accelerator_and_postprocess` does with `accelerator_config`'s
@@ -351,9 +378,6 @@ behaviors! {
     /// The word in `{Model} does not support {word} checkpointing.` (`gradient_checkpointing`
     /// with a model that does not declare support).
     checkpointing_word: &'static str = ["4.31.0" => "gradient", "5.23.0" => "activation"];
-    /// `__post_init__` converts `optim` (and checks tf32) right after `lr_scheduler_type`, before
-    /// the load_best_model_at_end checks; before 5.2, after them and just before warmup_ratio.
-    optim_checked_early: bool = ["4.31.0" => false, "5.2.0" => true];
     /// `use_cpu=True` also sets `dataloader_pin_memory = False` in `__post_init__`.
     use_cpu_unpins_memory: bool = ["4.31.0" => false, "4.36.0" => true];
     /// `get_scheduler` passes `lr_scheduler_kwargs` on to `get_inverse_sqrt_schedule` (before,
@@ -468,11 +492,11 @@ behaviors! {
     /// key raises; 4.39 converts it in `__post_init__` (a JSON file's path is converted there in
     /// every release).
     accelerator_dict_kept: bool = ["4.31.0" => false, "4.38.0" => true, "4.39.0" => false];
-    /// Where `__post_init__` converts `accelerator_config`.
-    accelerator_config_at: AcceleratorConfigAt = [
-        "4.31.0" => AcceleratorConfigAt::AfterWarmupChecks,
-        "4.46.0" => AcceleratorConfigAt::AfterOptim,
-        "5.2.0" => AcceleratorConfigAt::AfterValidation,
+    /// The order of `__post_init__`'s optim, accelerator_config, tf32 and prefetch checks.
+    post_init_order: PostInitOrder = [
+        "4.31.0" => PostInitOrder::AcceleratorAfterWarmupChecks,
+        "4.46.0" => PostInitOrder::AcceleratorAfterOptim,
+        "5.2.0" => PostInitOrder::ValidateArgs,
     ];
     /// What `gradient_accumulation_kwargs` does (the key is 4.40+).
     gradient_accumulation_kwargs: GaKwargs = [
@@ -758,9 +782,8 @@ behaviors! {
     /// only). 4.36 lets every process rename its disk's folder (main process first), 4.37 only the
     /// saving ones (the folder stays), 4.38 has the others delete it. On a disk that nodes share,
     /// 4.38's delete races the main process's rename of the same folder (between the same two
-    /// barriers): the golden of dist-nodes-shared-disk, and the Rust trainer, have the rename
-    /// first; under load real 4.38.2 lost checkpoint-4 to the other node's `rmtree`
-    /// (conformance/README.md, "Races in real HF").
+    /// barriers): the race `staging-rename-vs-rmtree` of conformance/races.json
+    /// ([`crate::hf::races`]); the golden and the Rust trainer have the rename first.
     staging_elsewhere: StagingElsewhere = [
         "4.31.0" => StagingElsewhere::Renamed,
         "4.37.0" => StagingElsewhere::Left,
@@ -781,6 +804,11 @@ behaviors! {
     /// another node's first process (save_on_each_node) writes the rest of the checkpoint
     /// without them; before, it wrote them too.
     save_pretrained_main_only: bool = ["4.31.0" => false, "5.15.0" => true];
+    /// A launch without `use_cpu=True` here (no GPU): the world accelerate forms. 5.4 is the first
+    /// profile on accelerate 1.13, whose `PartialState._prepare_backend` takes `MULTI_CPU` only
+    /// `if distributed_type is None and cpu and (LOCAL_RANK or WORLD_SIZE > 1)`; 1.12 and before
+    /// (and 0.21-0.28's `__init__`) lack `and cpu` (golden: dist-without-use-cpu).
+    without_use_cpu: WithoutUseCpu = ["4.31.0" => WithoutUseCpu::Gloo, "5.4.0" => WithoutUseCpu::EveryProcessAlone];
 }
 
 impl TorchLayout {

@@ -325,6 +325,8 @@ pub fn render_table(per_release: bool) -> String {
     push_rows(&mut out, &ResumeBehaviors::table(), width, true);
     out.push_str("\nlaunch: what a launch of several processes changes (torchrun, gloo; found in the distributed goldens)\n\n");
     push_rows(&mut out, &LaunchBehaviors::table(), width, true);
+    out.push_str("\nraces in real HF (conformance/races.json): the same scenario gives other files from run to run; the golden\nand ckptspec have outcome 1; the generator's --check runs such a scenario again until real HF gives it\n\n");
+    out.push_str(&crate::hf::races::render());
     out.push_str("\ntorch: what a torch release writes differently (keyed by the profile's torch line)\n\n");
     push_rows(&mut out, &TorchLayout::table(), width, false);
     out.push_str("\ntorch lines (golden/hf-V/ENVIRONMENT):\n");

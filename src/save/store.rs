@@ -127,6 +127,15 @@ pub fn write_training_args_of(dir: &Path, profile: &Profile, args: &Args, place:
     let Some(Value::Dict(state)) = o.state.as_mut() else { return Err("TRAINING_ARGS.pkl has no __dict__".into()) };
     if let Some(pl) = place {
         launch_state(state, profile, pl)?;
+        // `_setup_devices` sets `_n_gpu = 1` first and 0 only for use_cpu (or a one-process
+        // world: `torch.cuda.device_count()`); a launch that forms its world without use_cpu
+        // (`LaunchBehaviors::without_use_cpu`) keeps the 1.
+        if !args.use_cpu {
+            match state.iter_mut().find(|(k, _)| k.as_str() == Some("_n_gpu")) {
+                Some(slot) => slot.1 = Value::Int(1),
+                None => return Err("TRAINING_ARGS.pkl: no _n_gpu".into()),
+            }
+        }
     }
     for (name, v) in &args.all {
         if name == "accelerator_config" {

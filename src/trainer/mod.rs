@@ -36,7 +36,7 @@ pub use resume::ResumeFrom;
 
 use crate::formats::pyjson::{DumpOptions, PyJson};
 use crate::hf::args::{self, Args, Interval};
-use crate::hf::behaviors::{CallbackRefresh, GaKwargs};
+use crate::hf::behaviors::{CallbackRefresh, GaKwargs, WithoutUseCpu};
 use crate::hf::error::HfError;
 use crate::hf::profile::Profile;
 use crate::hf::state::{Best, Control, Intervals, TrainerState};
@@ -44,7 +44,7 @@ use crate::numerics::lr::{Schedule, ScheduleKind};
 use crate::numerics::optim;
 use crate::numerics::sampler::TrainRngTracker;
 use crate::world::data::DataSet;
-use crate::world::launch::{LaunchSpec, Rank};
+use crate::world::launch::{Disks, LaunchSpec, Rank};
 use crate::world::model::Model;
 use crate::world::scenario::{FinallyCall, Scenario, ScenarioError};
 use optimizer::{Optim, Scheduler};
@@ -157,7 +157,9 @@ struct Trainer<'a> {
     /// accelerate's own gradient accumulation where its `num_steps` is not the Trainer's
     /// (`accelerator_config`'s gradient_accumulation_kwargs, 4.40-4.45: `GaKwargs::Plugin`):
     /// `backward` divides the loss by it and the optimizer steps only at every `num_steps`-th
-    /// batch `accumulate` has counted (`accel_batches`).
+    /// batch `accumulate` has counted (`accel_batches`). The count starts at 0 with every
+    /// Trainer, a resumed one included: the new Accelerator counts from the first batch it trains
+    /// (golden: args-accelerator-config-grad-acc-num-steps-resume, resumed at an odd step).
     accel_num_steps: Option<usize>,
     accel_batches: u64,
 }
@@ -428,16 +430,22 @@ fn run_inner(
             _ => format!("argument {k}={v}"),
         }));
     }
-    if launch.world_size() > 1 && !args.use_cpu {
-        // Found by the differential test: without use_cpu on a machine without a GPU, 5.24.0
-        // (accelerate 1.15) forms no process group under torchrun (every process trains alone
-        // as process 0 of one, and on node 1 writes no weights) where 4.31.0 (accelerate 0.21)
-        // forms a gloo group. Which world a release forms then is not modelled yet.
-        return Err(HfError::not_modelled(format!(
-            "a launch of {} processes without use_cpu=True (on a machine without a GPU, which world HF forms then depends on the release's accelerate: 4.31.0 forms a gloo process group, 5.24.0 trains every process alone); set \"use_cpu\": true",
-            launch.world_size()
-        )));
-    }
+    // Without use_cpu on this machine (no GPU) the world is accelerate's choice
+    // (`LaunchBehaviors::without_use_cpu`, found by the differential test).
+    let launch = match profile.launch_rules().without_use_cpu {
+        _ if launch.world_size() == 1 || args.use_cpu => launch,
+        WithoutUseCpu::Gloo => launch,
+        // Every process trains alone as process 0 and writes one process's files: on one disk
+        // they write the same bytes to the same paths, which is one process's run; result.json
+        // still lists every process (ranks_json takes the scenario's launch).
+        WithoutUseCpu::EveryProcessAlone if launch.nnodes == 1 || launch.disks == Disks::Shared => LaunchSpec::default(),
+        WithoutUseCpu::EveryProcessAlone => {
+            return Err(HfError::not_modelled(format!(
+                "a launch of {} nodes with per-node disks without use_cpu=True: this release trains every process alone as process 0 (accelerate 1.13+ forms no gloo world without cpu=True), and what another node's process then writes to its own disk (save_pretrained's main-process checks read torch's unused process group) is not modelled; set \"use_cpu\": true",
+                launch.nnodes
+            )));
+        }
+    };
     if let Some(ac) = args.accelerator_config.as_ref().filter(|_| launch.world_size() > 1) {
         let set = ac.sharding_set();
         if !set.is_empty() {

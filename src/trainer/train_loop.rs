@@ -284,11 +284,14 @@ impl<'a> Trainer<'a> {
                     self.accel_batches += 1;
                     // HF's `step` in its own sync test (restarted at the skip point before 4.57).
                     let hf_step = step - step_offset;
+                    // HF's `is_last_step_and_steps_less_than_grad_acc`: the end of an epoch
+                    // shorter than GA, where the Trainer syncs whatever accelerate counted.
+                    let short_epoch_end = steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64;
                     let sync = if p.ga_sync_per_epoch {
                         (hf_step + 1) % ga as i64 == 0 || hf_step + 1 == steps_in_epoch as i64
                     } else {
                         // A global batch counter; a partial window carries into the next epoch.
-                        total_batched % ga == 0 || (steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64)
+                        total_batched % ga == 0 || short_epoch_end
                     };
                     // DDP all-reduces where the backward runs outside `no_sync`: at the sync
                     // steps (accelerator.accumulate, 4.31-4.45), or at the last micro-batch of
@@ -302,8 +305,7 @@ impl<'a> Trainer<'a> {
                     if sync {
                         // accelerate's `accumulate` syncs at every num_steps-th batch it counted;
                         // the Trainer forces it only where an epoch is shorter than GA.
-                        let forced = steps_in_epoch <= ga && hf_step + 1 == steps_in_epoch as i64;
-                        let skip_update = self.accel_num_steps.is_some_and(|n| self.accel_batches % n as u64 != 0) && !forced;
+                        let skip_update = self.accel_num_steps.is_some_and(|n| self.accel_batches % n as u64 != 0) && !short_epoch_end;
                         (grad_norm, learning_rate) = self.sync_step(epoch, step, steps_in_epoch, skip_update)?;
                     }
                     if self.control.should_epoch_stop || self.control.should_training_stop {

@@ -540,7 +540,6 @@ impl Scenario {
         Ok(sc)
     }
 
-    /// Every scenario file below `root` (recursively), sorted by path, names checked unique.
     /// The launch of the first run (`Phase::First` and a scenario without `resume`).
     pub fn first_launch(&self) -> LaunchSpec {
         self.launch.unwrap_or_default()
@@ -551,6 +550,24 @@ impl Scenario {
         self.resume.as_ref().and_then(|r| r.launch).unwrap_or_else(|| self.first_launch())
     }
 
+    /// The races of real HF `version` (conformance/races.json) that one of this scenario's
+    /// train() calls meets: the same files are then not what every run of real HF gives.
+    pub fn races(&self, version: &str) -> Vec<&'static crate::hf::races::Race> {
+        let first = |k: &str| self.args.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let second = |k: &str| {
+            let resumed = self.resume.as_ref().and_then(|r| r.args.get(k));
+            resumed.or_else(|| self.args.get(k)).and_then(Value::as_bool).unwrap_or(false)
+        };
+        let disks = |l: LaunchSpec| if l.disks == Disks::Shared { "shared" } else { "per-node" };
+        let (l1, l2) = (self.first_launch(), self.second_launch());
+        let mut phases = vec![crate::hf::races::Phase { nnodes: l1.nnodes, nproc_per_node: l1.nproc_per_node, disks: disks(l1), flag: &first }];
+        if self.resume.is_some() {
+            phases.push(crate::hf::races::Phase { nnodes: l2.nnodes, nproc_per_node: l2.nproc_per_node, disks: disks(l2), flag: &second });
+        }
+        crate::hf::races::applying(version, &phases)
+    }
+
+    /// Every scenario file below `root` (recursively), sorted by path, names checked unique.
     pub fn load_dir(root: &Path) -> Result<Vec<(PathBuf, Scenario)>, ScenarioError> {
         let mut paths = Vec::new();
         collect_json(root, &mut paths).map_err(|e| ScenarioError { path: root.to_path_buf(), message: format!("cannot list: {e}") })?;

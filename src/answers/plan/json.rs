@@ -45,6 +45,9 @@ pub fn version(vp: &VersionPlan) -> Value {
         "depends_on_assumed": [],
         "assumed_values": [],
         "resume": null,
+        "races": vp.races.iter().map(|r| json!({
+            "name": r.name, "when": r.condition(), "what": r.what, "outcomes": r.outcomes, "planned": r.outcomes[0],
+        })).collect::<Vec<_>>(),
     });
     match &vp.outcome {
         Err(why) => o["not_planned"] = Value::String(why.clone()),

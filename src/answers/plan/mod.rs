@@ -169,6 +169,9 @@ pub struct VersionPlan {
     pub outcome: Result<answers::Answers, String>,
     /// The text timeline (empty when not planned).
     pub timeline: String,
+    /// Races of real HF this config meets in this release (conformance/races.json): the plan
+    /// answers their first outcome, and says that real HF may give another.
+    pub races: Vec<&'static crate::hf::races::Race>,
 }
 
 /// A temporary run directory, removed when dropped.
@@ -285,6 +288,7 @@ pub fn plan_version(cfg: &Config, req: &Request, profile: &Profile, asked: &str)
             .collect(),
         outcome,
         timeline,
+        races: sc.races(profile.version),
     })
 }
 

@@ -199,6 +199,13 @@ pub fn section(vp: &VersionPlan, arguments_as_for: Option<&str>) -> String {
         writeln!(s).unwrap();
         s.push_str(&answers_text(vp.hf_version, a, vp));
     }
+    for r in &vp.races {
+        writeln!(s, "  RACE in real HF {} ({}, conformance/races.json): {}.", vp.hf_version, r.name, r.what).unwrap();
+        writeln!(s, "    These answers are its first outcome; a run of real HF can give any of:").unwrap();
+        for (k, o) in r.outcomes.iter().enumerate() {
+            writeln!(s, "    {}. {o}", k + 1).unwrap();
+        }
+    }
     s
 }
 
