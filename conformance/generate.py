@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import functools
 import gc
 import inspect
 import itertools
@@ -778,14 +779,19 @@ def _release(v):
     return tuple(int(x) for x in v.split("."))
 
 
+@functools.lru_cache(maxsize=None)
+def declared_races():
+    """races.json's races, read once per process."""
+    with open(RACES) as f:
+        return tuple(json.load(f)["races"])
+
+
 def races_of(sc, hf_version):
     """The races of real HF (conformance/races.json) that apply to a scenario in this release: to
     one of its phases, by that phase's launch and arguments. Such a scenario's files differ from
     run to run in real HF; --check runs it again until it gives the golden (main)."""
-    with open(RACES) as f:
-        races = json.load(f)["races"]
     found = []
-    for race in races:
+    for race in declared_races():
         if not _release(race["from"]) <= _release(hf_version) < _release(race["until"]):
             continue
         when = race["when"]
